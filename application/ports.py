@@ -1,0 +1,103 @@
+"""Ports: what the applications need from the outside world, as `typing.Protocol`s.
+
+Adapters live in `interfaces/` (LiteSVM, Solana JSON-RPC, Redis, in-process); unit tests inject fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """Outcome of simulating a fully signed transaction. `error_code` is the chain's error name."""
+
+    ok: bool
+    error: str = ""
+    error_code: str = ""
+    logs: Sequence[str] = field(default_factory=tuple)
+
+
+class Confirmation(StrEnum):
+    UNKNOWN = "unknown"  # the chain has not seen the signature
+    PENDING = "pending"  # seen (processed) but not yet at `confirmed`
+    CONFIRMED = "confirmed"  # confirmed (or finalized) without error
+    FAILED = "failed"  # landed with an error
+
+
+@dataclass(frozen=True)
+class SignatureStatus:
+    confirmation: Confirmation
+    error: str = ""
+
+
+class ChainUnavailableError(Exception):
+    """The chain could not be reached or answered nonsense: a server fault, never a verdict."""
+
+
+class SubmissionError(Exception):
+    """The chain refused the broadcast (preflight, expired blockhash, ...)."""
+
+
+class Chain(Protocol):
+    """One Solana network, as the facilitator needs it. Signatures and addresses are base58 strings."""
+
+    def simulate(self, transaction: bytes) -> Simulation:
+        """Simulate a fully signed transaction (signature verification on, blockhash checked)."""
+        ...
+
+    def send(self, transaction: bytes) -> str:
+        """Broadcast a fully signed transaction; return its signature. Raises `SubmissionError`."""
+        ...
+
+    def signature_status(self, signature: str) -> SignatureStatus: ...
+
+    def is_blockhash_valid(self, blockhash: str) -> bool: ...
+
+    def account_exists(self, address: str) -> bool: ...
+
+    def lookup_table_addresses(self, table: str) -> Sequence[str]:
+        """The addresses stored in an address lookup table account, in order (empty if none)."""
+        ...
+
+
+class Chains(Protocol):
+    def for_network(self, caip2: str) -> Chain | None: ...
+
+
+class FeePayers(Protocol):
+    """The service's own signers: they pay the fees of the transactions the service settles."""
+
+    def addresses(self, caip2: str) -> Sequence[str]: ...
+
+    def sign(self, address: str, message: bytes) -> bytes:
+        """Sign serialized message bytes with the signer at `address` (64-byte ed25519 signature)."""
+        ...
+
+
+class Locks(Protocol):
+    """Mutual exclusion per idempotency key across every worker; `acquire` never blocks."""
+
+    def hold(self, key: str, ttl_seconds: float) -> AbstractContextManager[bool]:
+        """Context manager yielding True if this caller holds the lock, False if someone else does."""
+        ...
+
+
+class ResultCache(Protocol):
+    """Terminal results by idempotency key and operation. A miss is never an answer: the event store is."""
+
+    def get(self, key: str, operation: str) -> dict | None: ...
+
+    def put(self, key: str, operation: str, result: dict) -> None: ...
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+

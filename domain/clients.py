@@ -1,0 +1,31 @@
+"""Who is calling: a merchant's API key, or the unregistered public identity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from domain.networks import KeyEnv
+
+ANONYMOUS_ID = "anonymous"
+
+
+@dataclass(frozen=True)
+class Capability:
+    network: str
+    scheme: str
+    asset: str
+
+
+@dataclass(frozen=True)
+class Client:
+    """The identity payments are keyed by; `registered` gates the discovery metadata (SPEC.md)."""
+
+    id: str
+    registered: bool
+    env: KeyEnv | None = None
+    merchant: str | None = None
+    capabilities: frozenset[Capability] = field(default_factory=frozenset)
+    any_capability: bool = False
+
+    def may_use(self, network: str, scheme: str, asset: str) -> bool:
+        return self.any_capability or Capability(network, scheme, asset) in self.capabilities

@@ -1,0 +1,22 @@
+"""The idempotency key of a payment, and the aggregate id derived from it.
+
+The key is SHA-256 over the client identity, the amount and the client's transaction signature (SPEC.md,
+Authentication 9). The Payment's id is a uuid5 of the key, so a second creation of the same payment is refused by
+the event store itself: that is the atomic upsert.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from uuid import UUID, uuid5
+
+PAYMENT_NAMESPACE = UUID("5d1d7b0e-7f3c-4a43-9a55-6b1f0e2c9a01")
+
+
+def idempotency_key(client_id: str, amount: int, client_signature: str) -> str:
+    material = "\x1f".join((client_id, str(amount), client_signature))
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def payment_id(key: str) -> UUID:
+    return uuid5(PAYMENT_NAMESPACE, key)

@@ -1,0 +1,42 @@
+"""Value objects of the x402 v2 wire protocol, after validation at the edge."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """One PaymentRequirements: what the merchant asks for. `amount` in atomic units."""
+
+    scheme: str
+    network: str
+    amount: int
+    asset: str
+    pay_to: str
+    max_timeout_seconds: int = DEFAULT_MAX_TIMEOUT_SECONDS
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def digest(self) -> str:
+        """What a payment is bound to: a retry presenting other terms is not the same payment."""
+        terms = [self.scheme, self.network, str(self.amount), self.asset, self.pay_to]
+        return hashlib.sha256(json.dumps(terms).encode()).hexdigest()
+
+    def same_terms(self, other: Requirements) -> bool:
+        return self.digest == other.digest
+
+
+@dataclass(frozen=True)
+class PaymentPayload:
+    """A PaymentPayload: the client's signed transaction and what it accepted."""
+
+    transaction: str
+    accepted: Requirements | None = None
+    resource: dict[str, Any] | None = None
+    extensions: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

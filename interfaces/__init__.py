@@ -1,0 +1,1 @@
+"""Paywarden interfaces: everything that touches the outside world."""

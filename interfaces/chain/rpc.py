@@ -1,0 +1,229 @@
+"""The `Chain` port over any Solana JSON-RPC endpoint, with solana-py's synchronous `Client`.
+
+Also home of the validator's wire vocabulary shared by the in-process adapters: the JSON form of a
+`TransactionError` (`"BlockhashNotFound"`, `{"InstructionError": [2, {"Custom": 1}]}`) turned into the error
+code and the message a validator prints, and the layout of an address lookup table account.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from solana.exceptions import SolanaRpcException
+from solana.rpc.api import Client
+from solana.rpc.commitment import Commitment
+from solana.rpc.core import RPCException
+from solana.rpc.types import TxOpts
+from solders.hash import Hash
+from solders.pubkey import Pubkey
+from solders.rpc.errors import (
+    InvalidParamsMessage,
+    RpcCustomErrorFieldless,
+    SendTransactionPreflightFailureMessage,
+)
+from solders.signature import Signature
+from solders.transaction import VersionedTransaction
+from solders.transaction_status import TransactionConfirmationStatus
+
+from application.ports import (
+    ChainUnavailableError,
+    Confirmation,
+    SignatureStatus,
+    Simulation,
+    SubmissionError,
+)
+
+LOOKUP_TABLE_PROGRAM = "AddressLookupTab1e1111111111111111111111111"
+LOOKUP_TABLE_HEADER = 56
+SIGNATURE_FAILURE = "Transaction signature verification failure"
+
+_TRANSACTION_ERRORS = {
+    "AccountInUse": "Account in use",
+    "AccountLoadedTwice": "Account loaded twice",
+    "AccountNotFound": "Attempt to debit an account but found no record of a prior credit.",
+    "ProgramAccountNotFound": "Attempt to load a program that does not exist",
+    "InsufficientFundsForFee": "Insufficient funds for fee",
+    "InvalidAccountForFee": "This account may not be used to pay transaction fees",
+    "AlreadyProcessed": "This transaction has already been processed",
+    "BlockhashNotFound": "Blockhash not found",
+    "CallChainTooDeep": "Loader call chain is too deep",
+    "MissingSignatureForFee": "Transaction requires a fee but has no signature present",
+    "InvalidAccountIndex": "Transaction contains an invalid account reference",
+    "SignatureFailure": "Transaction did not pass signature verification",
+    "InvalidProgramForExecution": "This program may not be used for executing instructions",
+    "SanitizeFailure": "Transaction failed to sanitize accounts offsets correctly",
+    "UnsupportedVersion": "Transaction version is unsupported",
+    "InvalidWritableAccount": "Transaction loads a writable account that cannot be written",
+    "AddressLookupTableNotFound": "Transaction loads an address table account that doesn't exist",
+    "InvalidAddressLookupTableIndex": "Transaction address table lookup uses an invalid index",
+    "InvalidRentPayingAccount": "Transaction leaves an account with a lower balance than rent-exempt minimum",
+}
+_INSTRUCTION_ERRORS = {
+    "GenericError": "generic instruction error",
+    "InvalidArgument": "invalid program argument",
+    "InvalidInstructionData": "invalid instruction data",
+    "InvalidAccountData": "invalid account data for instruction",
+    "AccountDataTooSmall": "account data too small for instruction",
+    "InsufficientFunds": "insufficient funds for instruction",
+    "IncorrectProgramId": "incorrect program id for instruction",
+    "MissingRequiredSignature": "missing required signature for instruction",
+    "AccountAlreadyInitialized": "instruction requires an uninitialized account",
+    "UninitializedAccount": "instruction requires an initialized account",
+    "NotEnoughAccountKeys": "insufficient account keys for instruction",
+    "ProgramFailedToComplete": "Program failed to complete",
+    "ComputationalBudgetExceeded": "Computational budget exceeded",
+}
+
+
+def error_code(err: Any) -> str:
+    """The `TransactionError` variant name of an RPC `err` value ("" when there is no error)."""
+    if not err:
+        return ""
+    return err if isinstance(err, str) else next(iter(err))
+
+
+def describe_error(err: Any) -> str:
+    """The message a validator prints for an RPC `err` value, e.g. "Error processing Instruction 2: ..."."""
+    code = error_code(err)
+    if code == "InstructionError" and isinstance(err, dict):
+        index, inner = err[code]
+        return f"Error processing Instruction {index}: {_describe_instruction_error(inner)}"
+    if isinstance(err, dict):
+        return f"{code}: {json.dumps(err[code])}"
+    return _TRANSACTION_ERRORS.get(code, code)
+
+
+def _describe_instruction_error(inner: Any) -> str:
+    if isinstance(inner, dict) and "Custom" in inner:
+        return f"custom program error: {inner['Custom']:#x}"
+    if isinstance(inner, dict):
+        name = next(iter(inner))
+        return f"{name}: {inner[name]}"
+    return _INSTRUCTION_ERRORS.get(inner, inner)
+
+
+def lookup_table_entries(data: bytes) -> list[str]:
+    """The addresses stored in an address lookup table account's data: a 56-byte header, then 32-byte keys."""
+    body = data[LOOKUP_TABLE_HEADER:]
+    if len(data) < LOOKUP_TABLE_HEADER or len(body) % 32:
+        return []
+    return [str(Pubkey.from_bytes(body[i : i + 32])) for i in range(0, len(body), 32)]
+
+
+T = TypeVar("T")
+
+
+class RpcChain:
+    """A Solana network over JSON-RPC; transport faults and nonsense become `ChainUnavailableError`."""
+
+    def __init__(self, url: str, *, commitment: str = "confirmed", timeout: float = 10.0) -> None:
+        self._commitment = Commitment(commitment)
+        self._client = Client(url, commitment=self._commitment, timeout=timeout)
+
+    def simulate(self, transaction: bytes) -> Simulation:
+        try:
+            tx = VersionedTransaction.from_bytes(transaction)
+        except ValueError as exc:
+            return Simulation(False, f"invalid transaction: {exc}", "SanitizeFailure")
+        try:
+            resp = self._call(
+                lambda: self._client.simulate_transaction(
+                    tx, sig_verify=True, commitment=self._commitment, replace_recent_blockhash=False
+                ),
+                refusable=True,
+            )
+        except _Refused as refusal:
+            return Simulation(False, refusal.message, refusal.code, refusal.logs)
+        result = json.loads(resp.value.to_json())
+        err, logs = result.get("err"), tuple(result.get("logs") or ())
+        return Simulation(not err, describe_error(err) if err else "", error_code(err), logs)
+
+    def send(self, transaction: bytes) -> str:
+        opts = TxOpts(skip_preflight=False, preflight_commitment=self._commitment, skip_confirmation=True)
+        try:
+            resp = self._call(
+                lambda: self._client.send_raw_transaction(transaction, opts=opts), refusable=True
+            )
+        except _Refused as refusal:
+            raise SubmissionError(refusal.message) from None
+        return str(resp.value)
+
+    def signature_status(self, signature: str) -> SignatureStatus:
+        try:
+            sig = Signature.from_string(signature)
+        except ValueError:
+            return SignatureStatus(Confirmation.UNKNOWN)
+        resp = self._call(lambda: self._client.get_signature_statuses([sig], search_transaction_history=True))
+        status = resp.value[0] if resp.value else None
+        if status is None:
+            return SignatureStatus(Confirmation.UNKNOWN)
+        level = status.confirmation_status
+        # A result seen only at `processed` may still be rolled back with its fork: not yet a verdict.
+        if level not in (TransactionConfirmationStatus.Confirmed, TransactionConfirmationStatus.Finalized):
+            return SignatureStatus(Confirmation.PENDING)
+        if status.err is not None:
+            err = json.loads(status.to_json())["err"]
+            return SignatureStatus(Confirmation.FAILED, describe_error(err))
+        return SignatureStatus(Confirmation.CONFIRMED)
+
+    def is_blockhash_valid(self, blockhash: str) -> bool:
+        try:
+            value = Hash.from_string(blockhash)
+        except ValueError:
+            return False
+        return bool(self._call(lambda: self._client.is_blockhash_valid(value, self._commitment)).value)
+
+    def account_exists(self, address: str) -> bool:
+        return self._account(address) is not None
+
+    def lookup_table_addresses(self, table: str) -> Sequence[str]:
+        account = self._account(table)
+        if account is None or str(account.owner) != LOOKUP_TABLE_PROGRAM:
+            return []
+        return lookup_table_entries(bytes(account.data))
+
+    def _account(self, address: str) -> Any:
+        try:
+            pubkey = Pubkey.from_string(address)
+        except ValueError:
+            return None
+        return self._call(lambda: self._client.get_account_info(pubkey, self._commitment)).value
+
+    def _call(self, request: Callable[[], T], *, refusable: bool = False) -> T:
+        try:
+            resp = request()
+        except RPCException as exc:
+            error = _classify(exc.args[0] if exc.args else None)
+            if isinstance(error, _Refused) and not refusable:
+                error = ChainUnavailableError(f"chain refused a query: {error.message}")
+            raise error from None
+        except SolanaRpcException as exc:
+            raise ChainUnavailableError(f"chain unreachable: {exc.__cause__ or exc}") from exc
+        except Exception as exc:  # the response was not the JSON-RPC a validator answers
+            raise ChainUnavailableError(f"chain answered nonsense: {exc!r}") from exc
+        if not hasattr(resp, "value"):
+            raise ChainUnavailableError(f"chain answered nonsense: {resp!r}")
+        return resp
+
+
+class _Refused(Exception):
+    """The endpoint refused the transaction itself (not the request): a verdict, not a fault."""
+
+    def __init__(self, message: str, code: str, logs: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.message, self.code, self.logs = message, code, tuple(logs)
+
+
+def _classify(error: Any) -> Exception:
+    if isinstance(error, SendTransactionPreflightFailureMessage):
+        result = json.loads(error.data.to_json())
+        err = result.get("err")
+        return _Refused(error.message, error_code(err) or "PreflightFailure", result.get("logs") or ())
+    if error == RpcCustomErrorFieldless.TransactionSignatureVerificationFailure:
+        return _Refused(SIGNATURE_FAILURE, "SignatureFailure")
+    if isinstance(error, InvalidParamsMessage):
+        return _Refused(error.message, "SanitizeFailure")
+    message = getattr(error, "message", None) or repr(error)
+    return ChainUnavailableError(f"chain error: {message}")

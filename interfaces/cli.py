@@ -1,0 +1,138 @@
+"""`paywarden`: the command line of operators (and, until the console exists, of merchants)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from application.merchants import MerchantError
+from domain.networks import DEVNET, KeyEnv
+from interfaces.config import ConfigError, load_config
+
+
+def _container():
+    from interfaces.container import build
+
+    return build(load_config())
+
+
+def merchant_create(args: argparse.Namespace) -> int:
+    c = _container()
+    merchant = c.merchants.register(args.name)
+    if not args.no_devnet:
+        c.merchants.enable_capability(args.name, DEVNET.caip2)
+    c.refresh_accounts()
+    print(f"merchant {merchant.name} created ({merchant.id})")
+    return 0
+
+
+def merchant_rate_limit(args: argparse.Namespace) -> int:
+    c = _container()
+    c.merchants.set_rate_limit(args.name, args.per_minute)
+    c.refresh_accounts()
+    print(f"merchant {args.name}: {args.per_minute} requests per minute per key")
+    return 0
+
+
+def merchant_discovery(args: argparse.Namespace) -> int:
+    c = _container()
+    c.merchants.set_discovery(args.name, args.state == "on")
+    c.refresh_accounts()
+    print(f"merchant {args.name}: discovery {args.state}")
+    return 0
+
+
+def key_create(args: argparse.Namespace) -> int:
+    c = _container()
+    api_key, prefix = c.merchants.create_key(args.merchant, KeyEnv(args.env))
+    c.refresh_accounts()
+    print(api_key)
+    print(f"key {prefix}… created for {args.merchant}; it is shown once, store it now", file=sys.stderr)
+    return 0
+
+
+def key_revoke(args: argparse.Namespace) -> int:
+    c = _container()
+    c.refresh_accounts()
+    merchant = c.accounts.get_merchant_by_prefix(args.prefix)
+    if merchant is None:
+        raise MerchantError(f"no key with prefix {args.prefix}")
+    c.merchants.revoke_key(args.prefix, merchant)
+    c.refresh_accounts()
+    print(f"key {args.prefix}… of {merchant} revoked")
+    return 0
+
+
+def capability_enable(args: argparse.Namespace) -> int:
+    c = _container()
+    c.merchants.enable_capability(args.merchant, args.network, args.asset)
+    c.refresh_accounts()
+    print(f"{args.merchant}: exact on {args.network} enabled")
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    config = load_config()
+    if args.workers > 1 and config.sandbox and not config.devnet_rpc_url:
+        raise ConfigError("the in-process sandbox chain lives in one process: use --workers 1, "
+                          "or run `paywarden localnet` and set PAYWARDEN_DEVNET_RPC_URL")
+    os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers))
+    argv = ["gunicorn", "--config", "python:interfaces.gunicorn_conf", "interfaces.wsgi:application"]
+    os.execvp(sys.executable, [sys.executable, "-m", *argv])
+    return 0  # pragma: no cover
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="paywarden", description="x402 exact payments in USDC on Solana")
+    commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    merchant = commands.add_parser("merchant", help="merchant accounts").add_subparsers(dest="action", required=True)
+    create = merchant.add_parser("create", help="register a merchant (devnet USDC enabled)")
+    create.add_argument("name")
+    create.add_argument("--no-devnet", action="store_true", help="do not enable devnet USDC")
+    create.set_defaults(func=merchant_create)
+    rate = merchant.add_parser("set-rate-limit", help="override one merchant's per-key rate limit")
+    rate.add_argument("name")
+    rate.add_argument("--per-minute", type=int, required=True)
+    rate.set_defaults(func=merchant_rate_limit)
+    discovery = merchant.add_parser("discovery", help="turn discovery listing on or off")
+    discovery.add_argument("name")
+    discovery.add_argument("state", choices=("on", "off"))
+    discovery.set_defaults(func=merchant_discovery)
+
+    key = commands.add_parser("key", help="API keys").add_subparsers(dest="action", required=True)
+    kc = key.add_parser("create", help="issue an API key (printed once)")
+    kc.add_argument("--merchant", required=True)
+    kc.add_argument("--env", choices=("test", "live"), required=True)
+    kc.set_defaults(func=key_create)
+    kr = key.add_parser("revoke", help="revoke an API key by its prefix (pw_test_XXXXXXXX)")
+    kr.add_argument("prefix")
+    kr.set_defaults(func=key_revoke)
+
+    capability = commands.add_parser("capability", help="capabilities").add_subparsers(dest="action", required=True)
+    ce = capability.add_parser("enable", help="enable exact payments on a network (and asset) for a merchant")
+    ce.add_argument("--merchant", required=True)
+    ce.add_argument("--network", required=True, help="CAIP-2 id, e.g. " + DEVNET.caip2)
+    ce.add_argument("--asset", help="token mint (default: the network's USDC)")
+    ce.set_defaults(func=capability_enable)
+
+    s = commands.add_parser("serve", help="run the API under gunicorn with gevent workers")
+    s.add_argument("--bind", default="127.0.0.1:8402", help="HOST:PORT (default 127.0.0.1:8402)")
+    s.add_argument("--workers", type=int, default=1)
+    s.set_defaults(func=serve)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, MerchantError) as refused:
+        print(f"paywarden: {refused}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

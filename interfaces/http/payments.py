@@ -1,0 +1,80 @@
+"""Falcon resources of the facilitator API: POST /verify, POST /settle, GET /supported."""
+
+from __future__ import annotations
+
+import falcon
+
+from application.outcomes import SettleOutcome
+from application.payments import Payments
+from domain.networks import SCHEME_EXACT, X402_VERSION
+from interfaces.http.body import read_json
+from interfaces.http.schemas import (
+    PaymentRequestSchema,
+    SettleResponseSchema,
+    SupportedQuerySchema,
+    VerifyResponseSchema,
+)
+from interfaces.signers import KeypairFeePayers
+
+REPLAYED = "Idempotent-Replayed"
+
+
+class VerifyResource:
+    operation, authenticate = "verify", True
+
+    def __init__(self, payments: Payments) -> None:
+        self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), VerifyResponseSchema()
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        command = self._schema.load(read_json(req))
+        outcome = self._payments.verify(req.context.client, command["payment_payload"],
+                                        command["payment_requirements"])
+        resp.status = falcon.HTTP_200 if outcome.is_valid else falcon.HTTP_400
+        resp.media = self._dump.dump(outcome)
+        if outcome.replayed:
+            resp.set_header(REPLAYED, "true")
+
+
+class SettleResource:
+    operation, authenticate = "settle", True
+
+    def __init__(self, payments: Payments) -> None:
+        self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), SettleResponseSchema()
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        command = self._schema.load(read_json(req))
+        outcome = self._payments.settle(req.context.client, command["payment_payload"],
+                                        command["payment_requirements"])
+        resp.status = _settle_status(outcome)
+        resp.media = self._dump.dump(outcome)
+        if outcome.replayed:
+            resp.set_header(REPLAYED, "true")
+
+
+def _settle_status(outcome: SettleOutcome) -> str:
+    if outcome.success:
+        return falcon.HTTP_200
+    return falcon.HTTP_202 if outcome.pending else falcon.HTTP_400
+
+
+class SupportedResource:
+    """The kinds the client's capabilities enable on the networks served here, each with `extra.feePayer`."""
+
+    authenticate = True
+
+    def __init__(self, served: list[str], fee_payers: KeypairFeePayers) -> None:
+        self._served, self._fee_payers, self._query = served, fee_payers, SupportedQuerySchema()
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._query.load(req.params)
+        client = req.context.client
+        networks = [n for n in self._served if any(c.network == n for c in client.capabilities)]
+        resp.media = {
+            "kinds": [
+                {"x402Version": X402_VERSION, "scheme": SCHEME_EXACT, "network": n,
+                 "extra": {"feePayer": self._fee_payers.addresses(n)[0]}}
+                for n in networks
+            ],
+            "extensions": [],
+            "signers": {n: ",".join(self._fee_payers.addresses(n)) for n in networks},
+        }

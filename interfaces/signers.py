@@ -1,0 +1,55 @@
+"""The service's fee payers: Solana CLI JSON keypair files (a list of 64 byte values)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from solders.keypair import Keypair
+
+from interfaces.config import ConfigError
+
+
+def read_keypair(path: Path) -> Keypair:
+    try:
+        values = json.loads(path.read_text())
+        return Keypair.from_bytes(bytes(values))
+    except (OSError, ValueError, TypeError) as bad:
+        raise ConfigError(f"{path} is not a Solana CLI keypair file (a JSON list of 64 numbers): {bad}") from None
+
+
+def write_keypair(path: Path, keypair: Keypair) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(list(bytes(keypair)), f)
+    return path
+
+
+def sandbox_keypair(path: Path) -> Keypair:
+    """A keypair kept in the data directory, made on first use (sandbox mode only)."""
+    return read_keypair(path) if path.is_file() else _new(path)
+
+
+def _new(path: Path) -> Keypair:
+    keypair = Keypair()
+    write_keypair(path, keypair)
+    return keypair
+
+
+class KeypairFeePayers:
+    """Implements the `FeePayers` port: the same signers serve every network."""
+
+    def __init__(self, keypairs: Sequence[Keypair]) -> None:
+        if not keypairs:
+            raise ConfigError("at least one fee payer keypair is needed")
+        self._by_address = {str(k.pubkey()): k for k in keypairs}
+        self._addresses = tuple(self._by_address)
+
+    def addresses(self, caip2: str = "") -> Sequence[str]:
+        return self._addresses
+
+    def sign(self, address: str, message: bytes) -> bytes:
+        return bytes(self._by_address[address].sign_message(message))

@@ -1,0 +1,1 @@
+"""Read models: projections of the event store into query tables."""

@@ -1,0 +1,123 @@
+"""The accounts read model: API key hash → merchant, environment, status, capabilities and rate limit.
+
+Every authenticated request reads this view; it never replays a Merchant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import singledispatchmethod
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from eventsourcing.sqlite import SQLiteTrackingRecorder
+from eventsourcing.utils import get_topic
+
+from domain.merchant import Merchant
+from projections.sql import SqlView
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    key_hash: str
+    prefix: str
+    merchant_id: str
+    merchant: str
+    env: str
+    revoked: bool
+    rate_limit_per_minute: int | None
+    discovery_enabled: bool
+    capabilities: frozenset[tuple[str, str, str]]
+
+
+class AccountsView(SqlView):
+    tables = (
+        "CREATE TABLE IF NOT EXISTS accounts_merchants (merchant_id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, "
+        "rate_limit INTEGER, discovery_enabled BOOLEAN NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS accounts_keys (key_hash TEXT PRIMARY KEY, prefix TEXT UNIQUE NOT NULL, "
+        "merchant_id TEXT NOT NULL, env TEXT NOT NULL, revoked BOOLEAN NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS accounts_capabilities (merchant_id TEXT NOT NULL, network TEXT NOT NULL, "
+        "scheme TEXT NOT NULL, asset TEXT NOT NULL, PRIMARY KEY (merchant_id, network, scheme, asset))",
+    )
+
+    def get_key(self, key_hash: str) -> KeyRecord | None:
+        rows = self.rows(
+            "SELECT k.key_hash, k.prefix, k.merchant_id, m.name, k.env, k.revoked, m.rate_limit, m.discovery_enabled "
+            "FROM accounts_keys k JOIN accounts_merchants m ON m.merchant_id = k.merchant_id WHERE k.key_hash = ?",
+            (key_hash,),
+        )
+        if not rows:
+            return None
+        stored_hash, prefix, merchant_id, name, env, revoked, rate_limit, discovery = _values(rows[0])
+        capabilities = self.rows(
+            "SELECT network, scheme, asset FROM accounts_capabilities WHERE merchant_id = ?", (merchant_id,)
+        )
+        return KeyRecord(stored_hash, prefix, merchant_id, name, env, bool(revoked), rate_limit, bool(discovery),
+                         frozenset(tuple(_values(c)) for c in capabilities))
+
+    def get_merchant_by_prefix(self, prefix: str) -> str | None:
+        rows = self.rows(
+            "SELECT m.name FROM accounts_keys k JOIN accounts_merchants m ON m.merchant_id = k.merchant_id "
+            "WHERE k.prefix = ?", (prefix,),
+        )
+        return _values(rows[0])[0] if rows else None
+
+    def get_discovery_enabled(self, merchant_id: str) -> bool:
+        rows = self.rows("SELECT discovery_enabled FROM accounts_merchants WHERE merchant_id = ?", (merchant_id,))
+        return bool(_values(rows[0])[0]) if rows else True
+
+
+def _values(row: Any) -> list[Any]:
+    return list(row.values()) if isinstance(row, dict) else list(row)
+
+
+class SqliteAccountsView(AccountsView, SQLiteTrackingRecorder):
+    pass
+
+
+class AccountsProjection(Projection[AccountsView]):
+    name = "accounts"
+    topics = tuple(get_topic(cls) for cls in (
+        Merchant.Registered, Merchant.KeyIssued, Merchant.KeyRevoked, Merchant.CapabilityEnabled,
+        Merchant.RateLimitSet, Merchant.DiscoveryToggled,
+    ))
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        with self.view.tracked(tracking):
+            pass
+
+    @process_event.register
+    def _(self, e: Merchant.Registered, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("INSERT INTO accounts_merchants VALUES (?, ?, NULL, ?)", (str(e.originator_id), e.name, True))
+
+    @process_event.register
+    def _(self, e: Merchant.KeyIssued, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("INSERT INTO accounts_keys VALUES (?, ?, ?, ?, ?)",
+                      (e.key_hash, e.prefix, str(e.originator_id), e.env, False))
+
+    @process_event.register
+    def _(self, e: Merchant.KeyRevoked, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("UPDATE accounts_keys SET revoked = ? WHERE prefix = ?", (True, e.prefix))
+
+    @process_event.register
+    def _(self, e: Merchant.CapabilityEnabled, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("INSERT INTO accounts_capabilities VALUES (?, ?, ?, ?)",
+                      (str(e.originator_id), e.network, e.scheme, e.asset))
+
+    @process_event.register
+    def _(self, e: Merchant.RateLimitSet, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("UPDATE accounts_merchants SET rate_limit = ? WHERE merchant_id = ?",
+                      (e.per_minute, str(e.originator_id)))
+
+    @process_event.register
+    def _(self, e: Merchant.DiscoveryToggled, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("UPDATE accounts_merchants SET discovery_enabled = ? WHERE merchant_id = ?",
+                      (e.enabled, str(e.originator_id)))
