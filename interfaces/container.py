@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,16 @@ def build_fee_payers(config: Config) -> KeypairFeePayers:
     return KeypairFeePayers([sandbox_keypair(config.data_dir / "fee-payer.json")])
 
 
+SANDBOX_FEE_PAYER_LAMPORTS = 10 * 10**9
+
+
+def fund_fee_payers(sandbox: Any, addresses: Sequence[str]) -> None:
+    """On the sandbox chain the service's signers start with SOL, as an operator would fund them."""
+    for address in addresses:
+        if sandbox.sol_balance(address) < SANDBOX_FEE_PAYER_LAMPORTS // 10:
+            sandbox.airdrop(address, SANDBOX_FEE_PAYER_LAMPORTS)
+
+
 @dataclass
 class Container:
     config: Config
@@ -84,12 +95,14 @@ class Container:
     def close(self) -> None:
         self.payments.close()
         self.merchants.close()
-        self.accounts.close()
+        self.accounts.datastore.close()
 
 
 def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = None) -> Container:
     chains, sandbox = build_chains(config, sandbox)
     fee_payers = build_fee_payers(config)
+    if sandbox is not None:
+        fund_fee_payers(sandbox, fee_payers.addresses())
     settings = Settings(limits=config.limits, confirmation_budget_seconds=config.confirmation_budget_seconds)
     payments = Payments(
         store_env(config, "payments"), chains=chains, fee_payers=fee_payers, locks=InProcessLocks(),

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from solders.transaction import VersionedTransaction
 
 from application.ports import Confirmation, SignatureStatus, Simulation, SubmissionError
-from interfaces.chain.rpc import SIGNATURE_FAILURE, describe_error, error_code
-from interfaces.chain.sandbox import Outcome, Sandbox
+from interfaces.chain.rpc import SIGNATURE_FAILURE, describe_error, error_code, preflight_failure
+from interfaces.chain.sandbox import Sandbox
 
 
 class LiteSvmChain:
@@ -32,7 +32,9 @@ class LiteSvmChain:
         outcome = self._sandbox.simulate(tx, sig_verify=True)
         if outcome.ok:
             return Simulation(True, logs=outcome.logs)
-        return Simulation(False, _message(outcome), error_code(outcome.err), outcome.logs)
+        code = error_code(outcome.err)
+        message = SIGNATURE_FAILURE if code == "SignatureFailure" else describe_error(outcome.err)
+        return Simulation(False, message, code, outcome.logs)
 
     def send(self, transaction: bytes) -> str:
         try:
@@ -41,7 +43,7 @@ class LiteSvmChain:
             raise SubmissionError(f"invalid transaction: {exc}") from None
         outcome = self._sandbox.send(tx, preflight=True)
         if not outcome.ok:
-            raise SubmissionError(f"Transaction simulation failed: {_message(outcome)}")
+            raise SubmissionError(preflight_failure(outcome.err))
         return outcome.signature
 
     def signature_status(self, signature: str) -> SignatureStatus:
@@ -67,7 +69,3 @@ class LiteSvmChain:
         except ValueError:
             return []
 
-
-def _message(outcome: Outcome) -> str:
-    # A validator refuses a bad signature before simulating, with its own wording.
-    return SIGNATURE_FAILURE if outcome.err == "SignatureFailure" else describe_error(outcome.err)

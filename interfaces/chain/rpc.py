@@ -104,6 +104,13 @@ def _describe_instruction_error(inner: Any) -> str:
     return _INSTRUCTION_ERRORS.get(inner, inner)
 
 
+def preflight_failure(err: Any) -> str:
+    """How a validator words the refusal of a transaction whose preflight failed with `err`."""
+    if error_code(err) == "SignatureFailure":  # checked before simulating, with its own wording
+        return SIGNATURE_FAILURE
+    return f"Transaction simulation failed: {describe_error(err)}"
+
+
 def lookup_table_entries(data: bytes) -> list[str]:
     """The addresses stored in an address lookup table account's data: a 56-byte header, then 32-byte keys."""
     body = data[LOOKUP_TABLE_HEADER:]
@@ -171,7 +178,7 @@ class RpcChain:
     def is_blockhash_valid(self, blockhash: str) -> bool:
         try:
             value = Hash.from_string(blockhash)
-        except ValueError:
+        except Exception:  # solders' ParseHashError is no ValueError
             return False
         return bool(self._call(lambda: self._client.is_blockhash_valid(value, self._commitment)).value)
 

@@ -1,0 +1,93 @@
+"""Shared fixtures: a real LiteSVM sandbox chain, a gateway over it, funded wallets, and payment builders."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from falcon import testing
+from solders.hash import Hash
+from solders.keypair import Keypair
+
+from domain.networks import DEVNET, KeyEnv
+from interfaces.config import Config
+from interfaces.container import Container, build
+from interfaces.exact_client import build_exact_payment, to_base64
+from interfaces.http.app import create_app
+
+USDC = 1_000_000
+
+
+@dataclass
+class Gateway:
+    """A Paywarden API over an in-process sandbox chain, with a merchant `acme` and its test key."""
+
+    container: Container
+    client: testing.TestClient
+    api_key: str
+    sandbox: Any
+    fee_payer: str
+    pay_to: Keypair = field(default_factory=Keypair)
+    payer: Keypair = field(default_factory=Keypair)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def blockhash(self) -> Hash:
+        return Hash.from_string(self.sandbox.latest_blockhash()[0])
+
+    def transaction(self, amount: int = USDC // 100, **overrides: Any) -> str:
+        options = dict(fee_payer=self.fee_payer, mint=DEVNET.usdc_mint, pay_to=self.pay_to.pubkey(), amount=amount,
+                       blockhash=self.blockhash())
+        payer = overrides.pop("payer", self.payer)
+        options.update(overrides)
+        return to_base64(build_exact_payment(payer, **options))
+
+    def body(self, transaction: str | None = None, amount: int = USDC // 100, **requirements: Any) -> dict:
+        accepted = {"scheme": "exact", "network": DEVNET.caip2, "amount": str(amount), "asset": DEVNET.usdc_mint,
+                    "payTo": str(self.pay_to.pubkey()), "maxTimeoutSeconds": 60,
+                    "extra": {"feePayer": self.fee_payer}}
+        accepted.update(requirements)
+        return {
+            "x402Version": 2,
+            "paymentPayload": {"x402Version": 2, "payload": {"transaction": transaction or self.transaction(amount)}},
+            "paymentRequirements": accepted,
+        }
+
+    def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> testing.Result:
+        return self.client.simulate_post(path, json=body, headers=self.headers if headers is None else headers)
+
+
+def make_gateway(tmp_path: Path, sandbox: Any, **config: Any) -> Gateway:
+    container = build(Config(data_dir=tmp_path, **config), sandbox=sandbox)
+    container.merchants.register("acme")
+    container.merchants.enable_capability("acme", DEVNET.caip2)
+    api_key, _ = container.merchants.create_key("acme", KeyEnv.TEST)
+    container.refresh_accounts()
+    gateway = Gateway(container, testing.TestClient(create_app(container)), api_key, sandbox,
+                      container.fee_payers.addresses()[0])
+    sandbox.mint_usdc(str(gateway.payer.pubkey()), 10 * USDC)
+    sandbox.mint_usdc(str(gateway.pay_to.pubkey()), 0)
+    return gateway
+
+
+@pytest.fixture
+def sandbox():
+    from interfaces.chain.sandbox import Sandbox
+
+    return Sandbox()
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, sandbox: Any) -> Gateway:
+    gateway = make_gateway(tmp_path, sandbox)
+    yield gateway
+    gateway.container.close()
+
+
+def decode(b64: str) -> bytes:
+    return base64.b64decode(b64)

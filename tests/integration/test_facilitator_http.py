@@ -1,0 +1,247 @@
+"""The facilitator API over HTTP (Falcon's WSGI test client) on a real LiteSVM chain: every reason code,
+reached by a real signed transaction or a real malformed body, with its status and body shape."""
+
+from __future__ import annotations
+
+import pytest
+from solders.keypair import Keypair
+from solders.pubkey import Pubkey
+
+from application.ports import ChainUnavailableError
+from domain.codes import Code
+from domain.exact import associated_token_address, decode_transaction, payment_fingerprint
+from domain.idempotency import idempotency_key, payment_id
+from domain.merchant import key_hash, key_prefix
+from domain.networks import DEVNET, MAINNET, Programs
+from interfaces.exact_client import (
+    compute_unit_limit_ix,
+    compute_unit_price_ix,
+    memo_ix,
+    sign_as_client,
+    to_base64,
+    transfer_checked_ix,
+)
+from tests.conftest import USDC, Gateway
+
+AMOUNT = USDC // 100
+
+
+def transfer(gateway: Gateway, *, authority: Keypair | None = None, amount: int = AMOUNT):
+    authority = authority or gateway.payer
+    source = associated_token_address(str(authority.pubkey()), DEVNET.usdc_mint, Programs.TOKEN)
+    destination = associated_token_address(str(gateway.pay_to.pubkey()), DEVNET.usdc_mint, Programs.TOKEN)
+    return transfer_checked_ix(Pubkey.from_string(source), Pubkey.from_string(DEVNET.usdc_mint),
+                               Pubkey.from_string(destination), authority.pubkey(), amount)
+
+
+def signed(gateway: Gateway, instructions, *, signers=None, fee_payer: str | None = None) -> str:
+    tx = sign_as_client(instructions, fee_payer=Pubkey.from_string(fee_payer or gateway.fee_payer),
+                        signers=signers or [gateway.payer], blockhash=gateway.blockhash())
+    return to_base64(tx)
+
+
+def verify(gateway: Gateway, body) -> tuple[int, dict]:
+    result = gateway.post("/verify", body)
+    return result.status_code, result.json
+
+
+def settle(gateway: Gateway, body) -> tuple[int, dict]:
+    result = gateway.post("/settle", body)
+    return result.status_code, result.json
+
+
+def test_a_valid_payment_is_approved_then_settled_moving_exactly_the_amount(gateway):
+    payer, merchant = str(gateway.payer.pubkey()), str(gateway.pay_to.pubkey())
+    before = gateway.sandbox.token_balance(payer), gateway.sandbox.token_balance(merchant)
+    body = gateway.body()
+    assert verify(gateway, body) == (200, {"isValid": True, "payer": payer})
+    status, settled = settle(gateway, body)
+    assert status == 200
+    assert settled["success"] is True and settled["payer"] == payer and settled["network"] == DEVNET.caip2
+    assert gateway.sandbox.transaction(settled["transaction"]) is not None
+    assert gateway.sandbox.token_balance(payer) == before[0] - AMOUNT
+    assert gateway.sandbox.token_balance(merchant) == before[1] + AMOUNT
+
+
+def test_the_event_history_of_a_settled_payment_reads_received_approved_submitted_confirmed(gateway):
+    body = gateway.body()
+    verify(gateway, body)
+    _, settled = settle(gateway, body)
+    payments = gateway.container.payments
+    events = list(payments.repository.event_store.get(_payment_id(gateway, body)))
+    assert [type(e).__name__ for e in events] == ["Received", "Approved", "SettlementSubmitted", "Confirmed"]
+    assert events[0].amount == AMOUNT and events[0].pay_to == str(gateway.pay_to.pubkey())
+    assert events[1].payer == str(gateway.payer.pubkey()) and events[1].fee_payer == gateway.fee_payer
+    assert events[2].signature == settled["transaction"] == events[3].signature
+
+
+def key_of(gateway: Gateway, body) -> str:
+    tx = decode_transaction(body["paymentPayload"]["payload"]["transaction"])
+    merchant = gateway.container.accounts.get_key(key_hash(gateway.api_key)).merchant_id
+    return idempotency_key(f"merchant:{merchant}", int(body["paymentRequirements"]["amount"]), payment_fingerprint(tx))
+
+
+def _payment_id(gateway: Gateway, body):
+    return payment_id(key_of(gateway, body))
+
+
+def test_a_duplicate_after_a_terminal_result_is_replayed_unchanged(gateway):
+    body = gateway.body()
+    first = gateway.post("/settle", body)
+    second = gateway.post("/v1/settle", body)
+    assert first.json == second.json and second.headers.get("Idempotent-Replayed") == "true"
+    assert "Idempotent-Replayed" not in first.headers
+
+
+def test_simulation_failure_of_an_unfunded_payer_gives_the_last_five_logs(gateway):
+    poor = Keypair()
+    gateway.sandbox.mint_usdc(str(poor.pubkey()), 1)
+    status, body = verify(gateway, gateway.body(gateway.transaction(payer=poor)))
+    assert status == 400 and body["invalidReason"] == "simulation_failed" and body["payer"] == str(poor.pubkey())
+    details = body["simulationDetails"]
+    assert details["errorCode"] == "InstructionError" and details["error"]
+    assert len(details["logs"]) == 5 and any("insufficient funds" in line.lower() for line in details["logs"])
+
+
+@pytest.mark.parametrize("mutate, code", [
+    (lambda b: b["paymentPayload"].update(x402Version=1), Code.INVALID_X402_VERSION),
+    (lambda b: b.update(x402Version=3), Code.INVALID_X402_VERSION),
+    (lambda b: b["paymentPayload"].pop("payload"), Code.INVALID_PAYLOAD),
+    (lambda b: b["paymentPayload"]["payload"].update(transaction=12), Code.INVALID_PAYLOAD),
+    (lambda b: b.pop("paymentPayload"), Code.INVALID_PAYLOAD),
+    (lambda b: b.pop("paymentRequirements"), Code.INVALID_PAYMENT_REQUIREMENTS),
+    (lambda b: b["paymentRequirements"].update(amount="1.5"), Code.INVALID_PAYMENT_REQUIREMENTS),
+    (lambda b: b["paymentRequirements"].update(payTo="not-an-address"), Code.INVALID_PAYMENT_REQUIREMENTS),
+    (lambda b: b["paymentRequirements"].update(network="solana"), Code.INVALID_NETWORK),
+    (lambda b: b["paymentRequirements"].update(network="solana:unknownreference"), Code.INVALID_NETWORK),
+    (lambda b: b["paymentRequirements"].update(scheme="upto"), Code.UNSUPPORTED_SCHEME),
+    (lambda b: b["paymentRequirements"].update(asset=MAINNET.usdc_mint), Code.CAPABILITY_NOT_ENABLED),
+    (lambda b: b["paymentPayload"]["payload"].update(transaction="not base64!"), Code.INVALID_TRANSACTION_FORMAT),
+    (lambda b: b["paymentPayload"]["payload"].update(transaction="AAAA"), Code.INVALID_TRANSACTION_FORMAT),
+])
+@pytest.mark.parametrize("path", ["/verify", "/v1/settle"])
+def test_malformed_requests_get_their_code_and_record_nothing(gateway, mutate, code, path):
+    body = gateway.body()
+    mutate(body)
+    result = gateway.post(path, body)
+    assert result.status_code == 400
+    key = "invalidReason" if "verify" in path else "errorReason"
+    assert result.json[key] == code
+    assert result.json.get("isValid", result.json.get("success")) is False
+    assert gateway.container.payments.recorder.max_notification_id() in (None, 0)
+
+
+def test_each_transaction_rule_has_its_code_over_http(gateway):
+    g = gateway
+    fee_payer = Keypair.from_bytes(bytes(g.container.fee_payers._by_address[g.fee_payer]))
+    other_mint = Keypair().pubkey()
+    cases = {
+        Code.AUTHORIZATION_VALUE: g.transaction(amount=AMOUNT + 1),
+        Code.RECIPIENT_MISMATCH: g.transaction(pay_to=Keypair().pubkey()),
+        Code.ASSET_MISMATCH: g.transaction(mint=other_mint),
+        Code.INVALID_FEE_PAYER: g.transaction(fee_payer=Keypair().pubkey()),
+        Code.PRIORITY_FEE_EXCEEDS_LIMIT: g.transaction(compute_unit_price=5_000_001),
+        Code.MISSING_COMPUTE_BUDGET_LIMIT: signed(g, [compute_unit_price_ix(1), transfer(g), memo_ix(b"a")]),
+        Code.MISSING_COMPUTE_BUDGET_PRICE: signed(g, [compute_unit_limit_ix(20_000), transfer(g), memo_ix(b"a")]),
+        Code.INSTRUCTION_TOPOLOGY: signed(g, [compute_unit_limit_ix(20_000), compute_unit_price_ix(1),
+                                              memo_ix(b"memo first"), transfer(g)]),
+        Code.FACILITATOR_CANNOT_BE_PAYER: signed(g, [compute_unit_limit_ix(20_000), compute_unit_price_ix(1),
+                                                     transfer(g, authority=fee_payer)], signers=[fee_payer]),
+    }
+    for code, transaction in cases.items():
+        status, body = verify(g, g.body(transaction))
+        assert (status, body["isValid"], body["invalidReason"]) == (400, False, code), code
+        assert "simulationDetails" not in body
+    assert settle(g, g.body(g.transaction(amount=AMOUNT - 1)))[1]["errorReason"] == Code.AUTHORIZATION_VALUE
+
+
+def test_a_transaction_whose_blockhash_expires_before_the_broadcast_is_submission_failed(gateway):
+    chain = gateway.container.chains.by_network[DEVNET.caip2]
+    send = chain.send
+
+    def send_late(transaction: bytes) -> str:
+        gateway.sandbox.advance(200)  # the cluster moves on between simulation and broadcast
+        return send(transaction)
+
+    chain.send = send_late
+    status, body = settle(gateway, gateway.body())
+    assert (status, body["success"], body["errorReason"]) == (400, False, Code.SUBMISSION_FAILED)
+    assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == 0
+
+
+def test_a_concurrent_duplicate_gets_duplicate_request(gateway):
+    body = gateway.body()
+    with gateway.container.payments._locks.hold(key_of(gateway, body), 30) as held:
+        assert held
+        assert verify(gateway, body) == (400, {"isValid": False, "invalidReason": "duplicate_request"})
+        assert settle(gateway, body)[1]["errorReason"] == "duplicate_request"
+    assert verify(gateway, body)[0] == 200
+
+
+@pytest.mark.parametrize("path, code", [("/verify", Code.UNEXPECTED_VERIFY_ERROR),
+                                        ("/settle", Code.UNEXPECTED_SETTLE_ERROR)])
+def test_a_chain_outage_is_a_500_with_the_unexpected_code_and_records_nothing(gateway, path, code):
+    chain = gateway.container.chains.by_network[DEVNET.caip2]
+
+    def down(_: bytes):
+        raise ChainUnavailableError("connection refused")
+
+    chain.simulate = down
+    result = gateway.post(path, gateway.body())
+    assert result.status_code == 500
+    assert code in result.json.values()
+    assert gateway.container.payments.recorder.max_notification_id() in (None, 0)
+
+
+def test_oversized_and_non_json_bodies_are_413_and_415_in_the_endpoint_shape(gateway):
+    huge = gateway.client.simulate_post("/verify", body=b"{" + b" " * (64 * 1024) + b"}", headers={
+        **gateway.headers, "Content-Type": "application/json"})
+    assert huge.status_code == 413 and huge.json == {"isValid": False, "invalidReason": "invalid_payload"}
+    text = gateway.client.simulate_post("/settle", body=b"{}", headers={**gateway.headers,
+                                                                        "Content-Type": "text/plain"})
+    assert text.status_code == 415 and text.json == {"success": False, "errorReason": "invalid_payload"}
+    garbage = gateway.client.simulate_post("/verify", body=b"{not json", headers={
+        **gateway.headers, "Content-Type": "application/json"})
+    assert garbage.status_code == 400 and garbage.json["invalidReason"] == "invalid_payload"
+
+
+@pytest.mark.parametrize("authorization, code", [
+    ("Bearer pw_test_" + "A" * 40, "invalid_api_key"),
+    ("Bearer pw_test_short", "invalid_api_key"),
+    ("Basic dXNlcjpwYXNz", "invalid_api_key"),
+    ("Bearer sk_test_" + "A" * 40, "invalid_api_key"),
+])
+def test_unknown_or_malformed_keys_are_401(gateway, authorization, code):
+    result = gateway.post("/verify", gateway.body(), headers={"Authorization": authorization})
+    assert result.status_code == 401 and result.json["error"] == code and result.json["message"]
+
+
+def test_a_revoked_key_is_401(gateway):
+    gateway.container.merchants.revoke_key(key_prefix(gateway.api_key), "acme")
+    gateway.container.refresh_accounts()
+    result = gateway.post("/verify", gateway.body())
+    assert result.status_code == 401 and result.json["error"] == "revoked_api_key"
+
+
+def test_a_test_key_is_refused_on_mainnet(gateway):
+    gateway.container.chains.by_network[MAINNET.caip2] = gateway.container.chains.by_network[DEVNET.caip2]
+    result = gateway.post("/verify", gateway.body(network=MAINNET.caip2, asset=MAINNET.usdc_mint))
+    assert result.status_code == 401 and result.json["error"] == "key_environment_mismatch"
+
+
+def test_without_a_key_the_anonymous_identity_pays_when_enabled(gateway):
+    result = gateway.post("/verify", gateway.body(), headers={})
+    assert result.status_code == 200 and result.json["isValid"] is True
+
+
+def test_supported_lists_the_enabled_kinds_with_the_fee_payer(gateway):
+    for path in ("/supported", "/v1/supported"):
+        result = gateway.client.simulate_get(path, headers=gateway.headers, params={"service": "s", "path": "/a"})
+        assert result.status_code == 200
+        assert result.json == {
+            "kinds": [{"x402Version": 2, "scheme": "exact", "network": DEVNET.caip2,
+                       "extra": {"feePayer": gateway.fee_payer}}],
+            "extensions": [],
+            "signers": {DEVNET.caip2: gateway.fee_payer},
+        }
+    assert gateway.client.simulate_get("/supported", headers={"Authorization": "Bearer x"}).status_code == 401
