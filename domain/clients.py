@@ -26,6 +26,7 @@ class Client:
     merchant: str | None = None
     capabilities: frozenset[Capability] = field(default_factory=frozenset)
     any_capability: bool = False
+    rate_limit_per_minute: int | None = None
 
     def may_use(self, network: str, scheme: str, asset: str) -> bool:
         return self.any_capability or Capability(network, scheme, asset) in self.capabilities

@@ -8,12 +8,15 @@ from interfaces.container import Container
 from interfaces.http import errors
 from interfaces.http.auth import Authenticator, AuthMiddleware
 from interfaces.http.payments import SettleResource, SupportedResource, VerifyResource
+from interfaces.http.ratelimit import RateLimiter, RateLimitMiddleware
 
 
 def create_app(container: Container) -> falcon.App:
     served = sorted(container.chains.by_network)
     authenticator = Authenticator(container.accounts, anonymous=container.config.anonymous, served=served)
-    app = falcon.App(middleware=[AuthMiddleware(authenticator)])
+    config = container.config
+    limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)
+    app = falcon.App(middleware=[AuthMiddleware(authenticator), RateLimitMiddleware(limiter, config.trusted_proxies)])
     app.req_options.strip_url_path_trailing_slash = True
     verify, settle = VerifyResource(container.payments), SettleResource(container.payments)
     supported = SupportedResource(served, container.fee_payers)

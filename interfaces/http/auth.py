@@ -47,6 +47,7 @@ class Authenticator:
         return Client(
             id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
             capabilities=frozenset(Capability(*c) for c in record.capabilities),
+            rate_limit_per_minute=record.rate_limit_per_minute,
         )
 
 

@@ -15,6 +15,7 @@ from marshmallow import ValidationError
 from application.payments import KeyEnvironmentError
 from domain.codes import Code
 from interfaces.http.auth import Unauthorized
+from interfaces.http.ratelimit import RateLimited
 from interfaces.http.schemas import classify
 
 log = logging.getLogger("paywarden.http")
@@ -59,6 +60,12 @@ def _key_environment(req: falcon.Request, resp: falcon.Response, ex: KeyEnvironm
     _unauthorized(req, resp, Unauthorized("key_environment_mismatch", str(ex)), params)
 
 
+def _rate_limited(req: falcon.Request, resp: falcon.Response, ex: RateLimited, params: dict) -> None:
+    resp.status = falcon.HTTP_429
+    resp.media = {"error": "rate_limited", "message": f"{ex}; retry in {ex.retry_after} s"}
+    resp.set_header("Retry-After", str(ex.retry_after))
+
+
 def _http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict) -> None:
     resp.status = ex.status
     code = (ex.title or "error").lower().replace(" ", "_")
@@ -84,3 +91,4 @@ def register(app: falcon.App) -> None:
     app.add_error_handler(ValidationError, _validation_error)
     app.add_error_handler(Unauthorized, _unauthorized)
     app.add_error_handler(KeyEnvironmentError, _key_environment)
+    app.add_error_handler(RateLimited, _rate_limited)

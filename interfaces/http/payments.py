@@ -20,7 +20,7 @@ REPLAYED = "Idempotent-Replayed"
 
 
 class VerifyResource:
-    operation, authenticate = "verify", True
+    operation, authenticate, rate_limit = "verify", True, "key"
 
     def __init__(self, payments: Payments) -> None:
         self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), VerifyResponseSchema()
@@ -36,7 +36,7 @@ class VerifyResource:
 
 
 class SettleResource:
-    operation, authenticate = "settle", True
+    operation, authenticate, rate_limit = "settle", True, "key"
 
     def __init__(self, payments: Payments) -> None:
         self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), SettleResponseSchema()
@@ -60,7 +60,7 @@ def _settle_status(outcome: SettleOutcome) -> str:
 class SupportedResource:
     """The kinds the client's capabilities enable on the networks served here, each with `extra.feePayer`."""
 
-    authenticate = True
+    authenticate, rate_limit = True, "key"
 
     def __init__(self, served: list[str], fee_payers: KeypairFeePayers) -> None:
         self._served, self._fee_payers, self._query = served, fee_payers, SupportedQuerySchema()

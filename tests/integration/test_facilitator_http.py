@@ -12,7 +12,7 @@ from domain.codes import Code
 from domain.exact import associated_token_address, decode_transaction, payment_fingerprint
 from domain.idempotency import idempotency_key, payment_id
 from domain.merchant import key_hash, key_prefix
-from domain.networks import DEVNET, MAINNET, Programs
+from domain.networks import DEVNET, MAINNET, KeyEnv, Programs
 from interfaces.exact_client import (
     compute_unit_limit_ix,
     compute_unit_price_ix,
@@ -245,3 +245,26 @@ def test_supported_lists_the_enabled_kinds_with_the_fee_payer(gateway):
             "signers": {DEVNET.caip2: gateway.fee_payer},
         }
     assert gateway.client.simulate_get("/supported", headers={"Authorization": "Bearer x"}).status_code == 401
+
+
+def test_the_101st_request_in_a_minute_for_one_key_is_429_and_other_keys_are_unaffected(gateway):
+    for _ in range(100):
+        assert gateway.client.simulate_get("/supported", headers=gateway.headers).status_code == 200
+    limited = gateway.client.simulate_get("/v1/supported", headers=gateway.headers)
+    assert limited.status_code == 429 and limited.json["error"] == "rate_limited"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 60
+    assert gateway.post("/verify", gateway.body()).status_code == 429
+    other, _ = gateway.container.merchants.create_key("acme", KeyEnv.TEST)
+    gateway.container.merchants.register("globex")
+    globex, _ = gateway.container.merchants.create_key("globex", KeyEnv.TEST)
+    gateway.container.refresh_accounts()
+    # The limit is per merchant account: another key of acme shares it, globex's key does not.
+    assert gateway.client.simulate_get("/supported", headers={"Authorization": f"Bearer {other}"}).status_code == 429
+    assert gateway.client.simulate_get("/supported", headers={"Authorization": f"Bearer {globex}"}).status_code == 200
+
+
+def test_an_operator_can_raise_one_merchants_limit(gateway):
+    gateway.container.merchants.set_rate_limit("acme", 150)
+    gateway.container.refresh_accounts()
+    statuses = [gateway.client.simulate_get("/supported", headers=gateway.headers).status_code for _ in range(151)]
+    assert statuses[:150] == [200] * 150 and statuses[150] == 429
