@@ -91,3 +91,21 @@ def gateway(tmp_path: Path, sandbox: Any) -> Gateway:
 
 def decode(b64: str) -> bytes:
     return base64.b64decode(b64)
+
+
+@pytest.fixture
+def postgres_url():
+    """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down)."""
+    from tests.services import drop_postgres_database, fresh_postgres_database
+
+    url = fresh_postgres_database()
+    yield url
+    drop_postgres_database(url)
+
+
+@pytest.fixture
+def redis_url():
+    """Redis database 15, flushed (fails under CI, skips elsewhere, when the server is down)."""
+    from tests.services import clean_redis
+
+    return clean_redis()

@@ -1,0 +1,56 @@
+"""Real PostgreSQL and Redis for the tests that claim to test them.
+
+Under CI (`CI=true`) a missing service fails the test; on a developer's machine it skips with the reason.
+Addresses: PAYWARDEN_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/postgres) and
+PAYWARDEN_TEST_REDIS (default redis://127.0.0.1:6379/15).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+POSTGRES = os.environ.get("PAYWARDEN_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("PAYWARDEN_TEST_REDIS", "redis://127.0.0.1:6379/15")
+
+
+def unavailable(what: str, why: Exception) -> None:
+    message = f"{what} is not reachable ({why}); start it (see .ci/run) to run this test"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def fresh_postgres_database() -> str:
+    """A new, empty database on the test server; returns its URL."""
+    import psycopg
+
+    name = f"paywarden_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(POSTGRES, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as down:
+        unavailable("PostgreSQL", down)
+    return POSTGRES.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_postgres_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(POSTGRES, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def clean_redis() -> str:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(REDIS, socket_connect_timeout=2)
+        client.flushdb()
+        client.close()
+    except redis.RedisError as down:
+        unavailable("Redis", down)
+    return REDIS
