@@ -84,6 +84,13 @@ def serve(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover
 
 
+def project(args: argparse.Namespace) -> int:
+    from interfaces import workers
+
+    workers.run(_container(), args.names)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="paywarden", description="x402 exact payments in USDC on Solana")
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -122,6 +129,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--bind", default="127.0.0.1:8402", help="HOST:PORT (default 127.0.0.1:8402)")
     s.add_argument("--workers", type=int, default=1)
     s.set_defaults(func=serve)
+
+    pr = commands.add_parser("project", help="run projection workers (read models) until interrupted")
+    pr.add_argument("names", nargs="*", help="projections to run (default: all)")
+    pr.set_defaults(func=project)
     return p
 
 
