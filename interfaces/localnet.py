@@ -1,17 +1,19 @@
-"""The localnet: the sandbox chain served as Solana JSON-RPC 2.0, so clients written for devnet work unchanged.
+"""The localnet: the sandbox chain served as Solana JSON-RPC 2.0, so clients written for devnet work as is.
 
-`POST /` answers the methods of `_Rpc` with a validator's response shapes and error codes (-32700 parse error,
--32600 invalid request, -32601 method not found, -32602 invalid params, -32002 preflight failure carrying
-`data.err` and `data.logs`, -32003 signature verification failure), batches included; `GET /health` answers
-"ok". `POST /faucet` with `{"address": ..., "usdc": "10", "sol": "1"}` airdrops SOL and mints test USDC (those
-amounts when neither is given). A ticker advances one slot every `slot_ms`, so blockhashes expire after 150
-slots as on a cluster; with `slot_ms=None` the caller drives `sandbox.advance()`.
+`POST /` answers the `rpc_*` methods of `_Rpc` with a validator's response shapes and error codes (-32700
+parse error, -32600 invalid request, -32601 method not found, -32602 invalid params, -32002 preflight failure
+carrying `data.err` and `data.logs`, -32003 signature verification failure), batches included; `GET /health`
+answers "ok". `POST /faucet` with `{"address": ..., "usdc": "10", "sol": "1"}` airdrops SOL and mints test
+USDC (those amounts when neither is given). A ticker advances one slot every `slot_ms`, so blockhashes expire
+after 150 slots as on a cluster; with `slot_ms=None` the caller drives `sandbox.advance()`.
 """
 
 from __future__ import annotations
 
 import base64
+import inspect
 import json
+import logging
 import socketserver
 import threading
 from collections.abc import Callable
@@ -21,13 +23,14 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import falcon
 from solders.account import Account
+from solders.hash import Hash
 from solders.message import Message, MessageV0
 from solders.pubkey import Pubkey
 from solders.transaction import VersionedTransaction
 
-from domain.networks import USDC_DECIMALS
-from interfaces.chain.rpc import describe_error, preflight_failure
-from interfaces.chain.sandbox import RECENT_BLOCKHASHES, Landed, Outcome, Sandbox, TokenBalance, parse_token_account
+from domain.networks import Programs
+from interfaces.chain.rpc import SIGNATURE_FAILURE, describe_error, preflight_failure
+from interfaces.chain.sandbox import RECENT_BLOCKHASHES, Landed, Outcome, Sandbox, TokenBalance
 
 DEVNET_GENESIS_HASH = "EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG"
 SOLANA_CORE_VERSION = "2.2.0"
@@ -35,7 +38,9 @@ MAX_BODY_BYTES = 1 << 20
 MAX_AIRDROP_LAMPORTS = 1000 * 10**9
 MAX_FAUCET_USDC = Decimal(1_000_000)
 FINALIZED_DEPTH = 32
+SLOTS_PER_EPOCH = 432_000
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_log = logging.getLogger(__name__)
 
 
 class RpcError(Exception):
@@ -48,30 +53,8 @@ def _invalid(message: str) -> RpcError:
     return RpcError(-32602, message)
 
 
-def b58encode(data: bytes) -> str:
-    number, text = int.from_bytes(data, "big"), ""
-    while number:
-        number, digit = divmod(number, 58)
-        text = _B58[digit] + text
-    return "1" * (len(data) - len(data.lstrip(b"\0"))) + text
-
-
-def b58decode(text: str) -> bytes:
-    number = 0
-    for char in text:
-        number = number * 58 + _B58.index(char)
-    body = number.to_bytes((number.bit_length() + 7) // 8, "big")
-    return b"\0" * (len(text) - len(text.lstrip("1"))) + body
-
-
-def _ui_amount(amount: int, decimals: int) -> dict:
-    value = Decimal(amount).scaleb(-decimals)
-    return {"amount": str(amount), "decimals": decimals, "uiAmount": float(value),
-            "uiAmountString": format(value.normalize(), "f")}  # fmt: skip
-
-
 class _Rpc:
-    """The JSON-RPC methods; each takes the request's positional params and returns its `result`."""
+    """The JSON-RPC methods: `rpc_<method>` takes the request's positional params and returns its `result`."""
 
     def __init__(self, sandbox: Sandbox, genesis_hash: str) -> None:
         self._sandbox, self._genesis_hash = sandbox, genesis_hash
@@ -87,23 +70,25 @@ class _Rpc:
                 raise RpcError(-32601, "Method not found")
             if not isinstance(params, list):
                 raise _invalid("Invalid params: invalid type: map, expected a sequence")
+            try:
+                inspect.signature(handler).bind(*params)
+            except TypeError as exc:
+                raise _invalid(f"Invalid params: {exc}") from None
             return {"jsonrpc": "2.0", "result": handler(*params), "id": request_id}
-        except TypeError as exc:
-            error = _invalid(f"Invalid params: {exc}")
         except RpcError as exc:
-            error = exc
-        body = {"code": error.code, "message": error.message}
-        if error.data is not None:
-            body["data"] = error.data
-        return {"jsonrpc": "2.0", "error": body, "id": request_id}
-
-    # -- chain state ----------------------------------------------------------------------------------------
+            error = {"code": exc.code, "message": exc.message} | ({"data": exc.data} if exc.data else {})
+        except Exception:
+            _log.exception("localnet %s failed", request.get("method"))
+            error = {"code": -32603, "message": "Internal error"}
+        return {"jsonrpc": "2.0", "error": error, "id": request_id}
 
     def _context(self, value: Any, config: dict | None = None) -> dict:
         slot = self._sandbox.slot
-        if (config or {}).get("minContextSlot", 0) > slot:
+        if (_config(config).get("minContextSlot") or 0) > slot:
             raise RpcError(-32016, "Minimum context slot has not been reached", {"contextSlot": slot})
         return {"context": {"apiVersion": SOLANA_CORE_VERSION, "slot": slot}, "value": value}
+
+    # -- cluster -------------------------------------------------------------------------------------------
 
     def rpc_getHealth(self) -> str:
         return "ok"
@@ -117,12 +102,13 @@ class _Rpc:
     def rpc_getSlot(self, config: dict | None = None) -> int:
         return self._context(None, config)["context"]["slot"]
 
-    rpc_getBlockHeight = rpc_getSlot
+    rpc_getBlockHeight = rpc_getSlot  # no slot is ever skipped
 
     def rpc_getEpochInfo(self, config: dict | None = None) -> dict:
         slot = self.rpc_getSlot(config)
-        return {"absoluteSlot": slot, "blockHeight": slot, "epoch": slot // 432000, "slotIndex": slot % 432000,
-                "slotsInEpoch": 432000, "transactionCount": self._sandbox.transaction_count}  # fmt: skip
+        return {"absoluteSlot": slot, "blockHeight": slot, "epoch": slot // SLOTS_PER_EPOCH,
+                "slotIndex": slot % SLOTS_PER_EPOCH, "slotsInEpoch": SLOTS_PER_EPOCH,
+                "transactionCount": self._sandbox.transaction_count}
 
     def rpc_getLatestBlockhash(self, config: dict | None = None) -> dict:
         blockhash, last_valid = self._sandbox.latest_blockhash()
@@ -146,17 +132,15 @@ class _Rpc:
     def rpc_getMinimumBalanceForRentExemption(self, size: int, config: dict | None = None) -> int:
         return self._sandbox.rent_exempt_minimum(int(size))
 
-    # -- accounts --------------------------------------------------------------------------------------------
+    # -- accounts ------------------------------------------------------------------------------------------
 
     def rpc_getAccountInfo(self, address: str, config: dict | None = None) -> dict:
         account = self._sandbox.account(str(_pubkey(address)))
-        return self._context(_account_json(self._sandbox, account, config or {}), config)
+        return self._context(_account_json(self._sandbox, account, _config(config)), config)
 
     def rpc_getMultipleAccounts(self, addresses: list, config: dict | None = None) -> dict:
-        if len(addresses) > 100:
-            raise _invalid("Too many inputs provided; max 100")
-        accounts = [self._sandbox.account(str(_pubkey(a))) for a in addresses]
-        return self._context([_account_json(self._sandbox, a, config or {}) for a in accounts], config)
+        accounts = [self._sandbox.account(str(_pubkey(a))) for a in _list(addresses, 100)]
+        return self._context([_account_json(self._sandbox, a, _config(config)) for a in accounts], config)
 
     def rpc_getBalance(self, address: str, config: dict | None = None) -> dict:
         return self._context(self._sandbox.sol_balance(str(_pubkey(address))), config)
@@ -171,69 +155,99 @@ class _Rpc:
         return self._context(_ui_amount(balance.amount, balance.decimals), config)
 
     def rpc_requestAirdrop(self, address: str, lamports: int, config: dict | None = None) -> str:
-        if not isinstance(lamports, int) or not 0 < lamports <= MAX_AIRDROP_LAMPORTS:
+        if type(lamports) is not int or not 0 < lamports <= MAX_AIRDROP_LAMPORTS:
             raise _invalid(f"Invalid params: airdrop lamports must be 1..{MAX_AIRDROP_LAMPORTS}")
         return self._sandbox.airdrop(str(_pubkey(address)), lamports)
 
-    # -- transactions ------------------------------------------------------------------------------------
+    # -- transactions --------------------------------------------------------------------------------------
 
     def rpc_simulateTransaction(self, data: str, config: dict | None = None) -> dict:
-        config = config or {}
-        tx = _decode_transaction(data, config)
-        sig_verify, replacement = bool(config.get("sigVerify")), None
+        config = _config(config)
+        tx, replacement = _decode_transaction(data, config), None
+        sig_verify = bool(config.get("sigVerify"))
         if config.get("replaceRecentBlockhash"):
             if sig_verify:
                 raise _invalid("sigVerify may not be used with replaceRecentBlockhash")
-            tx, replacement = _with_latest_blockhash(self._sandbox, tx)
+            blockhash, last_valid = self._sandbox.latest_blockhash()
+            tx = _with_blockhash(tx, Hash.from_string(blockhash))
+            replacement = {"blockhash": blockhash, "lastValidBlockHeight": last_valid}
         outcome = self._sandbox.simulate(tx, sig_verify=sig_verify)
-        if outcome.err == "SignatureFailure":
-            raise RpcError(-32003, "Transaction signature verification failure")
+        if outcome.err == "SignatureFailure":  # the RPC verifies before simulating, and says so as an error
+            raise RpcError(-32003, SIGNATURE_FAILURE)
         value = _simulation_json(self._sandbox, outcome, config.get("accounts"))
-        value["replacementBlockhash"] = replacement
-        return self._context(value, config)
+        return self._context(value | {"replacementBlockhash": replacement}, config)
 
     def rpc_sendTransaction(self, data: str, config: dict | None = None) -> str:
-        config = config or {}
-        tx = _decode_transaction(data, config)
-        outcome = self._sandbox.send(tx, preflight=not config.get("skipPreflight", False))
-        if not (outcome.ok or outcome.landed or config.get("skipPreflight")):
+        config = _config(config)
+        skip_preflight = bool(config.get("skipPreflight"))
+        outcome = self._sandbox.send(_decode_transaction(data, config), preflight=not skip_preflight)
+        if not (outcome.ok or outcome.landed or skip_preflight):
             if outcome.err == "SignatureFailure":
-                raise RpcError(-32003, "Transaction signature verification failure")
-            raise RpcError(-32002, preflight_failure(outcome.err), _simulation_json(self._sandbox, outcome, None))
-        # Past preflight a validator answers the signature whatever becomes of the transaction.
+                raise RpcError(-32003, SIGNATURE_FAILURE)
+            raise RpcError(-32002, preflight_failure(outcome.err), _simulation_json(self._sandbox, outcome))
+        # Past preflight a node answers the signature, whatever becomes of the transaction.
         return outcome.signature
 
     def rpc_getSignatureStatuses(self, signatures: list, config: dict | None = None) -> dict:
-        if len(signatures) > 256:
-            raise _invalid("Too many inputs provided; max 256")
-        search = bool((config or {}).get("searchTransactionHistory"))
-        slot, statuses = self._sandbox.slot, []
-        for signature in signatures:
+        search, slot, statuses = bool(_config(config).get("searchTransactionHistory")), self._sandbox.slot, []
+        for signature in _list(signatures, 256):
             landed = self._sandbox.transaction(str(signature))
+            # Without a history search a node answers from its status cache of recent blockhashes only.
             if landed is None or (not search and slot - landed.slot > RECENT_BLOCKHASHES):
                 statuses.append(None)
                 continue
-            depth = slot - landed.slot
-            statuses.append({
-                "slot": landed.slot, "confirmations": None if depth >= FINALIZED_DEPTH else depth,
-                "err": landed.err, "status": _status(landed.err),
-                "confirmationStatus": "finalized" if depth >= FINALIZED_DEPTH else "confirmed",
-            })  # fmt: skip
+            final = slot - landed.slot >= FINALIZED_DEPTH
+            statuses.append({"slot": landed.slot, "confirmations": None if final else slot - landed.slot,
+                             "err": landed.err, "status": _status(landed.err),
+                             "confirmationStatus": "finalized" if final else "confirmed"})
         return self._context(statuses, config)
 
     def rpc_getTransaction(self, signature: str, config: dict | str | None = None) -> dict | None:
-        config = {"encoding": config} if isinstance(config, str) else (config or {})
+        config = {"encoding": config} if isinstance(config, str) else _config(config)
         landed = self._sandbox.transaction(str(signature))
         if landed is None:
             return None
         legacy = isinstance(landed.transaction.message, Message)
         if not legacy and config.get("maxSupportedTransactionVersion") is None:
-            raise RpcError(-32015, "Transaction version (0) is not supported by the requesting client. Please "
-                           "try the request again with the following configuration parameter: "
-                           '"maxSupportedTransactionVersion": 0')  # fmt: skip
+            raise RpcError(-32015, "Transaction version (0) is not supported by the requesting client. "
+                           "Please try the request again with the following configuration parameter: "
+                           '"maxSupportedTransactionVersion": 0')
         return {"slot": landed.slot, "blockTime": landed.block_time, "version": "legacy" if legacy else 0,
                 "transaction": _transaction_json(landed.transaction, config.get("encoding") or "json"),
-                "meta": _meta_json(landed)}  # fmt: skip
+                "meta": _meta_json(landed)}
+
+
+# -- the wire encoding of the sandbox's records -------------------------------------------------------------
+
+
+def b58encode(data: bytes) -> str:
+    number, text = int.from_bytes(data, "big"), ""
+    while number:
+        number, digit = divmod(number, 58)
+        text = _B58[digit] + text
+    return "1" * (len(data) - len(data.lstrip(b"\0"))) + text
+
+
+def b58decode(text: str) -> bytes:
+    number = 0
+    for char in text:
+        number = number * 58 + _B58.index(char)  # ValueError on a character outside the alphabet
+    body = number.to_bytes((number.bit_length() + 7) // 8, "big")
+    return b"\0" * (len(text) - len(text.lstrip("1"))) + body
+
+
+def _config(config: Any) -> dict:
+    if config is not None and not isinstance(config, dict):
+        raise _invalid("Invalid params: invalid type: expected a configuration object")
+    return config or {}
+
+
+def _list(value: Any, limit: int) -> list:
+    if not isinstance(value, list):
+        raise _invalid("Invalid params: invalid type: expected a sequence")
+    if len(value) > limit:
+        raise _invalid(f"Too many inputs provided; max {limit}")
+    return value
 
 
 def _pubkey(value: Any) -> Pubkey:
@@ -245,16 +259,13 @@ def _pubkey(value: Any) -> Pubkey:
 
 def _decode_transaction(data: Any, config: dict) -> VersionedTransaction:
     encoding = config.get("encoding", "base58")
+    if encoding not in ("base58", "base64"):
+        raise _invalid(f"Invalid params: unsupported encoding: {encoding}")
     try:
-        if encoding == "base64":
-            raw = base64.b64decode(data, validate=True)
-        elif encoding == "base58":
-            raw = b58decode(data)
-        else:
-            raise _invalid(f"Invalid params: unsupported encoding: {encoding}")
+        raw = base64.b64decode(data, validate=True) if encoding == "base64" else b58decode(data)
         tx = VersionedTransaction.from_bytes(raw)
     except (ValueError, TypeError) as exc:
-        raise _invalid(f"failed to deserialize solana_transaction::versioned::VersionedTransaction: {exc}") from None
+        raise _invalid(f"failed to deserialize VersionedTransaction: {exc}") from None
     try:
         tx.sanitize()
     except Exception:  # solders' sanitize error is no ValueError
@@ -262,28 +273,28 @@ def _decode_transaction(data: Any, config: dict) -> VersionedTransaction:
     return tx
 
 
-def _with_latest_blockhash(sandbox: Sandbox, tx: VersionedTransaction) -> tuple[VersionedTransaction, dict]:
-    from solders.hash import Hash
-
-    blockhash, last_valid = sandbox.latest_blockhash()
+def _with_blockhash(tx: VersionedTransaction, blockhash: Hash) -> VersionedTransaction:
     m = tx.message
     if isinstance(m, MessageV0):
-        message = MessageV0(m.header, m.account_keys, Hash.from_string(blockhash), m.instructions,
-                            m.address_table_lookups)  # fmt: skip
+        message: Any = MessageV0(m.header, m.account_keys, blockhash, m.instructions, m.address_table_lookups)
     else:
+        h = m.header
         message = Message.new_with_compiled_instructions(
-            m.header.num_required_signatures, m.header.num_readonly_signed_accounts,
-            m.header.num_readonly_unsigned_accounts, m.account_keys, Hash.from_string(blockhash), m.instructions,
-        )  # fmt: skip
-    return VersionedTransaction.populate(message, tx.signatures), {"blockhash": blockhash,
-                                                                  "lastValidBlockHeight": last_valid}
+            h.num_required_signatures, h.num_readonly_signed_accounts, h.num_readonly_unsigned_accounts,
+            m.account_keys, blockhash, m.instructions)
+    return VersionedTransaction.populate(message, tx.signatures)
+
+
+def _ui_amount(amount: int, decimals: int) -> dict:
+    value = Decimal(amount).scaleb(-decimals)
+    return {"amount": str(amount), "decimals": decimals, "uiAmount": float(value),
+            "uiAmountString": format(value.normalize(), "f")}
 
 
 def _account_json(sandbox: Sandbox, account: Account | None, config: dict) -> dict | None:
     if account is None:
         return None
-    encoding, data = config.get("encoding", "binary"), bytes(account.data)
-    window = config.get("dataSlice")
+    encoding, data, window = config.get("encoding", "binary"), bytes(account.data), config.get("dataSlice")
     if window:
         data = data[window.get("offset", 0) : window.get("offset", 0) + window.get("length", 0)]
     if encoding == "jsonParsed":
@@ -292,47 +303,49 @@ def _account_json(sandbox: Sandbox, account: Account | None, config: dict) -> di
         encoded = [base64.b64encode(data).decode(), "base64"]
     elif encoding in ("base58", "binary"):
         if len(data) > 128:
-            raise _invalid("Encoded binary (base 58) data should be less than 128 bytes, please use Base64 encoding.")
+            raise _invalid("Encoded binary (base 58) data should be less than 128 bytes, please use Base64 "
+                           "encoding.")
         encoded = b58encode(data) if encoding == "binary" else [b58encode(data), "base58"]
     else:
         raise _invalid(f"Invalid params: unsupported encoding: {encoding}")
     return {"data": encoded, "executable": account.executable, "lamports": account.lamports,
-            "owner": str(account.owner), "rentEpoch": account.rent_epoch, "space": len(account.data)}  # fmt: skip
+            "owner": str(account.owner), "rentEpoch": account.rent_epoch, "space": len(account.data)}
 
 
 def _parsed_token_data(sandbox: Sandbox, account: Account) -> dict | None:
     owner, data = str(account.owner), bytes(account.data)
     if owner not in Programs.TOKEN_PROGRAMS:
         return None
-    program = "spl-token" if owner == Programs.TOKEN else "spl-token-2022"
-    if len(data) == 82 or (len(data) > 165 and data[165] == 1):
-        mint_authority = str(Pubkey.from_bytes(data[4:36])) if data[0] else None
-        freeze_authority = str(Pubkey.from_bytes(data[50:82])) if data[46] else None
-        info = {"decimals": data[44], "freezeAuthority": freeze_authority, "isInitialized": bool(data[45]),
-                "mintAuthority": mint_authority, "supply": str(int.from_bytes(data[36:44], "little"))}  # fmt: skip
-        return {"parsed": {"info": info, "type": "mint"}, "program": program, "space": len(data)}
-    balance, parsed = sandbox.token_balance_of(account), parse_token_account(data)
-    if balance is None or parsed is None:
+    program, space = ("spl-token" if owner == Programs.TOKEN else "spl-token-2022"), len(data)
+    if space == 82 or (space > 165 and data[165] == 1):  # a mint; Token-2022 extensions make it longer
+        info: dict = {"decimals": data[44], "isInitialized": bool(data[45]),
+                      "mintAuthority": str(Pubkey.from_bytes(data[4:36])) if data[0] else None,
+                      "freezeAuthority": str(Pubkey.from_bytes(data[50:82])) if data[46] else None,
+                      "supply": str(int.from_bytes(data[36:44], "little"))}
+        return {"parsed": {"info": info, "type": "mint"}, "program": program, "space": space}
+    balance = sandbox.token_balance_of(account)
+    if balance is None:
         return None
-    info = {"isNative": parsed.is_native is not None, "mint": balance.mint, "owner": balance.owner,
-            "state": "frozen" if int(parsed.state) == 2 else "initialized",
-            "tokenAmount": _ui_amount(balance.amount, balance.decimals)}  # fmt: skip
-    return {"parsed": {"info": info, "type": "account"}, "program": program, "space": len(data)}
+    # The base layout: mint, owner, amount, delegate (COption), then the state byte and is_native (COption).
+    info = {"isNative": data[109] == 1, "mint": balance.mint, "owner": balance.owner,
+            "state": "frozen" if data[108] == 2 else "initialized",
+            "tokenAmount": _ui_amount(balance.amount, balance.decimals)}
+    return {"parsed": {"info": info, "type": "account"}, "program": program, "space": space}
 
 
-def _simulation_json(sandbox: Sandbox, outcome: Outcome, accounts: dict | None) -> dict:
+def _simulation_json(sandbox: Sandbox, outcome: Outcome, accounts: dict | None = None) -> dict:
     listed = None
     if accounts:
         config = {"encoding": accounts.get("encoding", "base64")}
         listed = [_account_json(sandbox, outcome.accounts.get(a) or sandbox.account(str(_pubkey(a))), config)
-                  for a in accounts.get("addresses", [])]  # fmt: skip
-    return_data = None
+                  for a in accounts.get("addresses", [])]
+    returned = None
     if outcome.return_data:
         program, data = outcome.return_data
-        return_data = {"programId": program, "data": [base64.b64encode(data).decode(), "base64"]}
+        returned = {"programId": program, "data": [base64.b64encode(data).decode(), "base64"]}
     return {"err": outcome.err, "logs": list(outcome.logs), "accounts": listed,
-            "unitsConsumed": outcome.units_consumed, "returnData": return_data, "innerInstructions": None,
-            "replacementBlockhash": None}  # fmt: skip
+            "unitsConsumed": outcome.units_consumed, "returnData": returned, "innerInstructions": None,
+            "replacementBlockhash": None}
 
 
 def _status(err: Any) -> dict:
@@ -344,46 +357,198 @@ def _transaction_json(tx: VersionedTransaction, encoding: str) -> Any:
         return [base64.b64encode(bytes(tx)).decode(), "base64"]
     if encoding == "base58":
         return [b58encode(bytes(tx)), "base58"]
-    m = tx.message
-    header = m.header
-    message = {
-        "accountKeys": [str(k) for k in m.account_keys],
-        "header": {"numRequiredSignatures": header.num_required_signatures,
-                   "numReadonlySignedAccounts": header.num_readonly_signed_accounts,
-                   "numReadonlyUnsignedAccounts": header.num_readonly_unsigned_accounts},
-        "recentBlockhash": str(m.recent_blockhash),
-        "instructions": [_instruction_json(ix) for ix in m.instructions],
-    }  # fmt: skip
+    m, h = tx.message, tx.message.header
+    message = {"accountKeys": [str(k) for k in m.account_keys], "recentBlockhash": str(m.recent_blockhash),
+               "header": {"numRequiredSignatures": h.num_required_signatures,
+                          "numReadonlySignedAccounts": h.num_readonly_signed_accounts,
+                          "numReadonlyUnsignedAccounts": h.num_readonly_unsigned_accounts},
+               "instructions": [_instruction_json(ix) for ix in m.instructions]}
     if isinstance(m, MessageV0):
         message["addressTableLookups"] = [
             {"accountKey": str(t.account_key), "writableIndexes": list(t.writable_indexes),
-             "readonlyIndexes": list(t.readonly_indexes)} for t in m.address_table_lookups
-        ]  # fmt: skip
+             "readonlyIndexes": list(t.readonly_indexes)} for t in m.address_table_lookups]
     return {"signatures": [str(s) for s in tx.signatures], "message": message}
 
 
 def _instruction_json(ix: Any, stack_height: int | None = None) -> dict:
     return {"programIdIndex": ix.program_id_index, "accounts": list(ix.accounts), "data": b58encode(ix.data),
-            "stackHeight": stack_height}  # fmt: skip
+            "stackHeight": stack_height}
 
 
 def _token_balances_json(balances: tuple[TokenBalance, ...]) -> list[dict]:
     return [{"accountIndex": b.index, "mint": b.mint, "owner": b.owner, "programId": b.program,
-             "uiTokenAmount": _ui_amount(b.amount, b.decimals)} for b in balances]  # fmt: skip
+             "uiTokenAmount": _ui_amount(b.amount, b.decimals)} for b in balances]
 
 
 def _meta_json(landed: Landed) -> dict:
-    inner = [
-        {"index": i, "instructions": [_instruction_json(x.instruction, x.stack_height) for x in group]}
-        for i, group in enumerate(landed.inner_instructions) if group
-    ]  # fmt: skip
+    inner = [{"index": i, "instructions": [_instruction_json(x.instruction, x.stack_height) for x in group]}
+             for i, group in enumerate(landed.inner_instructions) if group]
     writable, readonly = landed.loaded_addresses
-    return {
-        "err": landed.err, "status": _status(landed.err), "fee": landed.fee,
-        "preBalances": list(landed.pre_balances), "postBalances": list(landed.post_balances),
-        "innerInstructions": inner, "logMessages": list(landed.logs),
-        "preTokenBalances": _token_balances_json(landed.pre_token_balances),
-        "postTokenBalances": _token_balances_json(landed.post_token_balances),
-        "rewards": [], "loadedAddresses": {"writable": list(writable), "readonly": list(readonly)},
-        "computeUnitsConsumed": landed.units_consumed,
-    }  # fmt: skip
+    return {"err": landed.err, "status": _status(landed.err), "fee": landed.fee,
+            "preBalances": list(landed.pre_balances), "postBalances": list(landed.post_balances),
+            "innerInstructions": inner, "logMessages": list(landed.logs),
+            "preTokenBalances": _token_balances_json(landed.pre_token_balances),
+            "postTokenBalances": _token_balances_json(landed.post_token_balances), "rewards": [],
+            "loadedAddresses": {"writable": list(writable), "readonly": list(readonly)},
+            "computeUnitsConsumed": landed.units_consumed}
+
+
+# -- HTTP ----------------------------------------------------------------------------------------------------
+
+
+class RpcResource:
+    """`POST /`: one JSON-RPC request or a batch; always HTTP 200, as a validator answers."""
+
+    def __init__(self, rpc: _Rpc) -> None:
+        self._rpc = rpc
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+        try:
+            payload = json.loads(body) if len(body) <= MAX_BODY_BYTES else None
+        except ValueError:
+            answer: Any = {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": None}
+        else:
+            handle, batch = self._rpc.handle, isinstance(payload, list) and payload  # [] is invalid
+            answer = [handle(one) for one in payload] if batch else handle(payload or None)
+        resp.content_type, resp.text = falcon.MEDIA_JSON, json.dumps(answer)
+
+
+class HealthResource:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type, resp.text = falcon.MEDIA_TEXT, "ok"
+
+
+class FaucetRequestError(ValueError):
+    """A faucet request that cannot be honoured as asked."""
+
+
+class FaucetResource:
+    """`POST /faucet`: SOL by airdrop and test USDC minted into the address's associated token account."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        try:
+            body = json.loads(req.bounded_stream.read(MAX_BODY_BYTES) or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise FaucetRequestError("the body must be a JSON object")
+        address = body.get("address")
+        try:
+            Pubkey.from_string(address)
+        except (ValueError, TypeError):
+            raise FaucetRequestError("address must be a base58 Solana address") from None
+        if "usdc" not in body and "sol" not in body:
+            body = {**body, "usdc": "10", "sol": "1"}
+        decimals = self._sandbox.usdc_decimals
+        usdc = _amount(body.get("usdc", 0), "usdc", decimals, MAX_FAUCET_USDC)
+        sol = _amount(body.get("sol", 0), "sol", 9, Decimal(MAX_AIRDROP_LAMPORTS).scaleb(-9))
+        if not usdc and not sol:
+            raise FaucetRequestError("nothing to fund: usdc and sol are both zero")
+        lamports, atomic = int(sol.scaleb(9)), int(usdc.scaleb(decimals))
+        signatures = [self._sandbox.airdrop(address, lamports)] if lamports else []
+        signatures += [self._sandbox.mint_usdc(address, atomic)] if atomic else []
+        resp.media = {"address": address, "sol": format(sol.normalize(), "f"), "lamports": lamports,
+                      "usdc": format(usdc.normalize(), "f"), "usdcAtomic": str(atomic),
+                      "mint": self._sandbox.usdc_mint, "signatures": signatures}
+
+
+def _amount(value: Any, name: str, decimals: int, cap: Decimal) -> Decimal:
+    try:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise InvalidOperation
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise FaucetRequestError(f'{name} must be a decimal amount such as "1.5"') from None
+    if not amount.is_finite() or not 0 <= amount <= cap:
+        raise FaucetRequestError(f"{name} must be between 0 and {cap}")
+    if amount != amount.quantize(Decimal(1).scaleb(-decimals)):
+        raise FaucetRequestError(f"{name} has more than {decimals} decimal places")
+    return amount
+
+
+def _faucet_error(req: falcon.Request, resp: falcon.Response, exc: FaucetRequestError, params: dict) -> None:
+    resp.status, resp.media = falcon.HTTP_400, {"error": "invalid_request", "message": str(exc)}
+
+
+def create_localnet_app(sandbox: Sandbox, *, genesis_hash: str = DEVNET_GENESIS_HASH) -> falcon.App:
+    app = falcon.App()
+    app.add_route("/", RpcResource(_Rpc(sandbox, genesis_hash)))
+    app.add_route("/health", HealthResource())
+    app.add_route("/faucet", FaucetResource(sandbox))
+    app.add_error_handler(FaucetRequestError, _faucet_error)
+    return app
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128  # the default backlog of 5 leaves a burst of clients waiting on SYN retries
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+        pass
+
+
+class LocalnetServer:
+    """The localnet bound to `host:port` (0 picks a free port); `serve_forever` blocks until `shutdown`."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8899, sandbox: Sandbox | None = None, *,
+                 slot_ms: int | None = 400) -> None:
+        self.sandbox = sandbox or Sandbox()
+        app = create_localnet_app(self.sandbox)
+        self._httpd = make_server(host, port, app, _ThreadingServer, _QuietHandler)
+        self.url = f"http://{host}:{self._httpd.server_port}"
+        self._slot_ms, self._stopped = slot_ms, threading.Event()
+
+    def serve_forever(self) -> None:
+        if self._slot_ms:
+            threading.Thread(target=self._tick, name="localnet-ticker", daemon=True).start()
+        try:
+            self._httpd.serve_forever(poll_interval=0.05)
+        finally:
+            self._stopped.set()
+            self._httpd.server_close()
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        self._httpd.shutdown()
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(self._slot_ms / 1000):
+            self.sandbox.advance()
+
+
+def serve_localnet(
+    host: str = "127.0.0.1", port: int = 8899, sandbox: Sandbox | None = None, *, slot_ms: int | None = 400,
+    on_ready: Callable[[LocalnetServer], None] | None = None,
+) -> None:
+    """Serve until interrupted (Ctrl-C returns); `on_ready` gets the bound server, its `url` and `sandbox`."""
+    server = LocalnetServer(host, port, sandbox, slot_ms=slot_ms)
+    if on_ready is not None:
+        on_ready(server)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+class LocalnetThread:
+    """`with LocalnetThread() as net:` serves on 127.0.0.1 on a free port in a background thread."""
+
+    def __init__(self, sandbox: Sandbox | None = None, *, slot_ms: int | None = 400) -> None:
+        self._server = LocalnetServer("127.0.0.1", 0, sandbox, slot_ms=slot_ms)
+        self.url, self.sandbox = self._server.url, self._server.sandbox
+        self._thread = threading.Thread(target=self._server.serve_forever, name="localnet", daemon=True)
+
+    def __enter__(self) -> LocalnetThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)

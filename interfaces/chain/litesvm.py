@@ -1,10 +1,11 @@
 """The `Chain` port in-process, over the sandbox's LiteSVM.
 
-It answers as `RpcChain` does against a validator: `send` runs the preflight simulation a validator runs before
-accepting a transaction, so one that would fail (expired blockhash, already processed, bad signature, an
-instruction error) raises `SubmissionError` with the validator's "Transaction simulation failed: ..." message
-and never lands. A transaction that passed preflight executes at once and is `confirmed`; one executed with an
-error (only reachable through the localnet's `skipPreflight`) is a landed FAILED transaction, its fee paid.
+It answers as `RpcChain` does against a validator: `send` runs the preflight simulation a validator runs
+before accepting a transaction, so one that would fail (expired blockhash, already processed, bad signature,
+an instruction error) raises `SubmissionError` with the validator's "Transaction simulation failed: ..."
+message and never lands. A transaction that passed preflight executes at once and is `confirmed`; one
+executed with an error (only reachable through the localnet's `skipPreflight`) is a landed FAILED
+transaction, its fee paid.
 """
 
 from __future__ import annotations
@@ -68,4 +69,3 @@ class LiteSvmChain:
             return self._sandbox.lookup_table_addresses(table)
         except ValueError:
             return []
-

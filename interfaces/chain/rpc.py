@@ -8,6 +8,7 @@ code and the message a validator prints, and the layout of an address lookup tab
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -15,14 +16,18 @@ from solana.exceptions import SolanaRpcException
 from solana.rpc.api import Client
 from solana.rpc.commitment import Commitment
 from solana.rpc.core import RPCException
-from solana.rpc.types import TxOpts
+from solana.rpc.models import TxOpts
+from solders.commitment_config import CommitmentLevel
 from solders.hash import Hash
 from solders.pubkey import Pubkey
+from solders.rpc.config import RpcContextConfig
 from solders.rpc.errors import (
     InvalidParamsMessage,
     RpcCustomErrorFieldless,
     SendTransactionPreflightFailureMessage,
 )
+from solders.rpc.requests import IsBlockhashValid
+from solders.rpc.responses import IsBlockhashValidResp
 from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 from solders.transaction_status import TransactionConfirmationStatus
@@ -81,27 +86,28 @@ def error_code(err: Any) -> str:
     """The `TransactionError` variant name of an RPC `err` value ("" when there is no error)."""
     if not err:
         return ""
-    return err if isinstance(err, str) else next(iter(err))
+    if isinstance(err, str):
+        return err
+    return next(iter(err)) if isinstance(err, dict) else "UnknownError"
 
 
 def describe_error(err: Any) -> str:
     """The message a validator prints for an RPC `err` value, e.g. "Error processing Instruction 2: ..."."""
     code = error_code(err)
-    if code == "InstructionError" and isinstance(err, dict):
-        index, inner = err[code]
-        return f"Error processing Instruction {index}: {_describe_instruction_error(inner)}"
+    detail = err.get(code) if isinstance(err, dict) else None
+    if code == "InstructionError" and isinstance(detail, list) and len(detail) == 2:
+        return f"Error processing Instruction {detail[0]}: {_describe_instruction_error(detail[1])}"
     if isinstance(err, dict):
-        return f"{code}: {json.dumps(err[code])}"
-    return _TRANSACTION_ERRORS.get(code, code)
+        return f"{code}: {json.dumps(detail)}"
+    return _TRANSACTION_ERRORS.get(code, code if isinstance(err, str) else json.dumps(err))
 
 
 def _describe_instruction_error(inner: Any) -> str:
-    if isinstance(inner, dict) and "Custom" in inner:
+    if isinstance(inner, dict) and isinstance(inner.get("Custom"), int):
         return f"custom program error: {inner['Custom']:#x}"
-    if isinstance(inner, dict):
-        name = next(iter(inner))
-        return f"{name}: {inner[name]}"
-    return _INSTRUCTION_ERRORS.get(inner, inner)
+    if isinstance(inner, str):
+        return _INSTRUCTION_ERRORS.get(inner, inner)
+    return json.dumps(inner)
 
 
 def preflight_failure(err: Any) -> str:
@@ -127,7 +133,11 @@ class RpcChain:
 
     def __init__(self, url: str, *, commitment: str = "confirmed", timeout: float = 10.0) -> None:
         self._commitment = Commitment(commitment)
-        self._client = Client(url, commitment=self._commitment, timeout=timeout)
+        with warnings.catch_warnings():
+            # Deprecated upstream in favour of AsyncClient, yet the x402 SDK pins the versions that ship it.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            self._client = Client(url, commitment=self._commitment, timeout=timeout)
 
     def simulate(self, transaction: bytes) -> Simulation:
         try:
@@ -180,7 +190,11 @@ class RpcChain:
             value = Hash.from_string(blockhash)
         except Exception:  # solders' ParseHashError is no ValueError
             return False
-        return bool(self._call(lambda: self._client.is_blockhash_valid(value, self._commitment)).value)
+        # solana-py's Client has no isBlockhashValid: send solders' request through its provider.
+        config = RpcContextConfig(commitment=CommitmentLevel.from_string(self._commitment))
+        request = IsBlockhashValid(value, config)
+        resp = self._call(lambda: self._client._provider.make_request(request, IsBlockhashValidResp))
+        return bool(resp.value)
 
     def account_exists(self, address: str) -> bool:
         return self._account(address) is not None
@@ -230,7 +244,9 @@ def _classify(error: Any) -> Exception:
         return _Refused(error.message, error_code(err) or "PreflightFailure", result.get("logs") or ())
     if error == RpcCustomErrorFieldless.TransactionSignatureVerificationFailure:
         return _Refused(SIGNATURE_FAILURE, "SignatureFailure")
-    if isinstance(error, InvalidParamsMessage):
+    if error == RpcCustomErrorFieldless.TransactionSignatureLenMismatch:
+        return _Refused("Transaction signature length mismatch", "SanitizeFailure")
+    if isinstance(error, InvalidParamsMessage):  # undecodable, oversized or unsanitary transaction
         return _Refused(error.message, "SanitizeFailure")
     message = getattr(error, "message", None) or repr(error)
     return ChainUnavailableError(f"chain error: {message}")

@@ -43,6 +43,7 @@ from interfaces.chain.rpc import LOOKUP_TABLE_HEADER, LOOKUP_TABLE_PROGRAM, look
 MAX_PROCESSING_AGE = 150
 PREFLIGHT_AGE = MAX_PROCESSING_AGE - 6  # MAX_TRANSACTION_FORWARDING_DELAY
 RECENT_BLOCKHASHES = 300
+HISTORY_LIMIT = 100_000
 LAMPORTS_PER_SIGNATURE = 5000
 FAUCET_LAMPORTS = 10**15
 _TOKEN_ACCOUNT_LEN = 165
@@ -86,7 +87,6 @@ class Landed:
     logs: tuple[str, ...]
     units_consumed: int
     fee: int
-    account_keys: tuple[str, ...]
     loaded_addresses: tuple[tuple[str, ...], tuple[str, ...]]
     pre_balances: tuple[int, ...]
     post_balances: tuple[int, ...]
@@ -102,17 +102,14 @@ class Sandbox:
         self.lock = threading.RLock()
         self._svm = LiteSVM().with_blockhash_check(False).with_sigverify(True)
         self._slot = self._svm.get_clock().slot
-        self._blockhashes: OrderedDict[str, int] = OrderedDict(
-            {str(self._svm.latest_blockhash()): self._slot}
-        )
-        self._block_times: dict[int, int] = {self._slot: int(time.time())}
-        self._history: dict[str, Landed] = {}
+        self._slot_time = int(time.time())
+        self._blockhashes = OrderedDict({str(self._svm.latest_blockhash()): self._slot})
+        self._history: OrderedDict[str, Landed] = OrderedDict()
         self._nonce = 0
-        self.authority = Keypair()
-        self._svm.set_account(
-            self.authority.pubkey(), Account(FAUCET_LAMPORTS, b"", SYSTEM_PROGRAM, False, 0)
-        )
-        self.usdc_mint = usdc_mint
+        self.authority = Keypair()  # the faucet and every test mint's authority
+        faucet = Account(FAUCET_LAMPORTS, b"", SYSTEM_PROGRAM, False, 0)
+        self._svm.set_account(self.authority.pubkey(), faucet)
+        self.usdc_mint, self.usdc_decimals = usdc_mint, usdc_decimals
         self.create_mint(usdc_mint, usdc_decimals)
 
     # -- clock and blockhashes ----------------------------------------------------------------------------
@@ -124,20 +121,18 @@ class Sandbox:
     def advance(self, slots: int = 1) -> int:
         """Move on `slots` slots, each with a new blockhash; return the new slot."""
         with self.lock:
-            now = int(time.time())
             for _ in range(slots):
                 self._slot += 1
                 self._svm.warp_to_slot(self._slot)
                 self._svm.expire_blockhash()
                 self._blockhashes[str(self._svm.latest_blockhash())] = self._slot
-                self._block_times[self._slot] = now
                 if len(self._blockhashes) > RECENT_BLOCKHASHES:
-                    _, oldest = self._blockhashes.popitem(last=False)
-                    self._block_times.pop(oldest, None)
-            clock = self._svm.get_clock()
+                    self._blockhashes.popitem(last=False)
+            # Programs read the clock and the slot hashes sysvars; keep them moving with the slots.
+            self._slot_time, clock = int(time.time()), self._svm.get_clock()
             epoch = self._svm.get_epoch_schedule().get_epoch(self._slot)
-            self._svm.set_clock(Clock(self._slot, clock.epoch_start_timestamp, epoch, epoch, now))
-            recent = reversed(list(self._blockhashes.items())[-512:])
+            self._svm.set_clock(Clock(self._slot, clock.epoch_start_timestamp, epoch, epoch, self._slot_time))
+            recent = reversed(self._blockhashes.items())
             self._svm.set_slot_hashes([(slot, Hash.from_string(h)) for h, slot in recent])
             return self._slot
 
@@ -145,10 +140,6 @@ class Sandbox:
         """The newest blockhash and the last block height at which it is valid."""
         with self.lock:
             return str(self._svm.latest_blockhash()), self._slot + MAX_PROCESSING_AGE
-
-    def blockhash_slot(self, blockhash: str) -> int | None:
-        with self.lock:
-            return self._blockhashes.get(blockhash)
 
     def is_blockhash_valid(self, blockhash: str, max_age: int = MAX_PROCESSING_AGE) -> bool:
         with self.lock:
@@ -182,6 +173,10 @@ class Sandbox:
                     return simulated
             return self._process(tx)
 
+    @property
+    def transaction_count(self) -> int:
+        return len(self._history)
+
     def transaction(self, signature: str) -> Landed | None:
         with self.lock:
             return self._history.get(signature)
@@ -208,34 +203,27 @@ class Sandbox:
         refusal = self._precheck(tx, sig_verify=True, max_age=MAX_PROCESSING_AGE)
         if refusal is not None:
             return refusal
-        signature = str(tx.signatures[0])
-        loaded = self._loaded_addresses(tx)
+        signature, loaded = str(tx.signatures[0]), self._loaded_addresses(tx)
         keys = tuple(str(k) for k in tx.message.account_keys) + loaded[0] + loaded[1]
         pre, pre_tokens = self._balances(keys)
         result = self._svm.send_transaction(tx)
         failed = isinstance(result, FailedTransactionMetadata)
-        meta = result.meta() if failed else result
-        err = _err_json(result) if failed else None
+        meta, err = (result.meta(), _err_json(result)) if failed else (result, None)
+        # LiteSVM keeps what paid its fee (success or an instruction error); what it refused never landed.
         if failed and self._svm.get_transaction(tx.signatures[0]) is None:
             return _outcome(tx, meta, err)
         post, post_tokens = self._balances(keys)
         self._history[signature] = Landed(
-            signature=signature,
-            slot=self._slot,
-            block_time=self._block_times.get(self._slot, 0),
-            transaction=tx,
-            err=err,
-            logs=tuple(meta.logs()),
-            units_consumed=meta.compute_units_consumed(),
-            fee=self.fee_for(tx.message),
-            account_keys=keys,
-            loaded_addresses=loaded,
-            pre_balances=pre,
-            post_balances=post,
-            pre_token_balances=pre_tokens,
-            post_token_balances=post_tokens,
-            inner_instructions=tuple(meta.inner_instructions()),
+            signature, self._slot, self._slot_time, tx, err, tuple(meta.logs()),
+            meta.compute_units_consumed(), self.fee_for(tx.message), loaded, pre, post, pre_tokens,
+            post_tokens, tuple(meta.inner_instructions()),
         )
+        # Forget the oldest only once its blockhash has expired: it can no longer be replayed.
+        while len(self._history) > HISTORY_LIMIT:
+            oldest = next(iter(self._history.values()))
+            if self._slot - oldest.slot <= RECENT_BLOCKHASHES:
+                break
+            self._history.popitem(last=False)
         return _outcome(tx, meta, err, landed=True)
 
     def _loaded_addresses(self, tx: VersionedTransaction) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -252,22 +240,23 @@ class Sandbox:
         for index, key in enumerate(keys):
             account = self._svm.get_account(Pubkey.from_string(key))
             lamports.append(account.lamports if account else 0)
-            balance = self._token_balance_of(index, account)
+            balance = self.token_balance_of(account, index)
             if balance is not None:
                 tokens.append(balance)
         return tuple(lamports), tuple(tokens)
 
-    def _token_balance_of(self, index: int, account: Account | None) -> TokenBalance | None:
+    def token_balance_of(self, account: Account | None, index: int = 0) -> TokenBalance | None:
+        """The balance held by a token account (Token or Token-2022), or None if it is not one."""
         if account is None or str(account.owner) not in Programs.TOKEN_PROGRAMS:
             return None
         parsed = parse_token_account(bytes(account.data))
         if parsed is None:
             return None
-        mint = self._svm.get_account(parsed.mint)
+        with self.lock:
+            mint = self._svm.get_account(parsed.mint)
         decimals = bytes(mint.data)[44] if mint and len(mint.data) > 44 else 0
-        return TokenBalance(
-            index, str(parsed.mint), str(parsed.owner), str(account.owner), parsed.amount, decimals
-        )
+        owner, program = str(parsed.owner), str(account.owner)
+        return TokenBalance(index, str(parsed.mint), owner, program, parsed.amount, decimals)
 
     # -- accounts, faucet, test USDC ---------------------------------------------------------------------
 
@@ -287,9 +276,8 @@ class Sandbox:
         account = self.account(address)
         return account.lamports if account else 0
 
-    def create_mint(
-        self, address: str, decimals: int = USDC_DECIMALS, token_program: str = Programs.TOKEN
-    ) -> None:
+    def create_mint(self, address: str, decimals: int = USDC_DECIMALS, token_program: str = Programs.TOKEN
+                    ) -> None:
         """Write an initialized SPL mint at `address` whose mint authority is the sandbox's `authority`."""
         data = bytes(Mint(self.authority.pubkey(), 0, decimals, True, None))
         lamports = self.rent_exempt_minimum(len(data))
@@ -299,14 +287,8 @@ class Sandbox:
         """Write an active address lookup table holding `addresses`; return its address."""
         address = address or str(Keypair().pubkey())
         # LookupTable state, never deactivated, extended at slot 0 with every entry active, no authority.
-        header = b"".join(
-            [
-                (1).to_bytes(4, "little"),
-                (2**64 - 1).to_bytes(8, "little"),
-                bytes(8),
-                bytes([min(len(addresses), 255)]),
-            ]
-        )
+        header = (1).to_bytes(4, "little") + (2**64 - 1).to_bytes(8, "little") + bytes(8)
+        header += bytes([min(len(addresses), 255)])
         keys = b"".join(bytes(Pubkey.from_string(a)) for a in addresses)
         data = header.ljust(LOOKUP_TABLE_HEADER, b"\x00") + keys
         owner = Pubkey.from_string(LOOKUP_TABLE_PROGRAM)
@@ -321,10 +303,9 @@ class Sandbox:
 
     def airdrop(self, address: str, lamports: int) -> str:
         """Transfer `lamports` from the sandbox faucet; return the landed transaction's signature."""
-        params = TransferParams(
-            from_pubkey=self.authority.pubkey(), to_pubkey=Pubkey.from_string(address), lamports=lamports
-        )
-        return self._faucet_send([transfer(params)])
+        to = Pubkey.from_string(address)
+        return self._faucet_send([transfer(TransferParams(from_pubkey=self.authority.pubkey(), to_pubkey=to,
+                                                          lamports=lamports))])
 
     def mint_usdc(self, owner: str, amount_atomic: int) -> str:
         return self.mint_tokens(self.usdc_mint, owner, amount_atomic)
@@ -335,35 +316,17 @@ class Sandbox:
             mint_account = self.account(mint)
             if mint_account is None:
                 raise ValueError(f"no mint at {mint}")
-            program, mint_key, owner_key = (
-                mint_account.owner,
-                Pubkey.from_string(mint),
-                Pubkey.from_string(owner),
-            )
+            program, mint_key = mint_account.owner, Pubkey.from_string(mint)
+            owner_key, payer = Pubkey.from_string(owner), self.authority.pubkey()
             ata = get_associated_token_address(owner_key, mint_key, program)
-            payer = self.authority.pubkey()
-            create_idempotent = Instruction(
-                Pubkey.from_string(Programs.ASSOCIATED_TOKEN),
-                bytes([1]),
-                [
-                    AccountMeta(payer, True, True),
-                    AccountMeta(ata, False, True),
-                    AccountMeta(owner_key, False, False),
-                    AccountMeta(mint_key, False, False),
-                    AccountMeta(SYSTEM_PROGRAM, False, False),
-                    AccountMeta(program, False, False),
-                ],
-            )
-            decimals = bytes(mint_account.data)[44]
-            mint_to_checked = Instruction(
-                program,
-                bytes([14]) + amount_atomic.to_bytes(8, "little") + bytes([decimals]),
-                [
-                    AccountMeta(mint_key, False, True),
-                    AccountMeta(ata, False, True),
-                    AccountMeta(payer, True, False),
-                ],
-            )
+            create_idempotent = Instruction(Pubkey.from_string(Programs.ASSOCIATED_TOKEN), bytes([1]), [
+                AccountMeta(payer, True, True), AccountMeta(ata, False, True),
+                AccountMeta(owner_key, False, False), AccountMeta(mint_key, False, False),
+                AccountMeta(SYSTEM_PROGRAM, False, False), AccountMeta(program, False, False)])
+            data = bytes([14]) + amount_atomic.to_bytes(8, "little") + bytes([bytes(mint_account.data)[44]])
+            mint_to_checked = Instruction(program, data, [
+                AccountMeta(mint_key, False, True), AccountMeta(ata, False, True),
+                AccountMeta(payer, True, False)])
             return self._faucet_send([create_idempotent, mint_to_checked])
 
     def token_balance(self, owner: str, mint: str | None = None) -> int:
@@ -373,20 +336,17 @@ class Sandbox:
             mint_account = self.account(mint)
             if mint_account is None:
                 return 0
-            ata = get_associated_token_address(
-                Pubkey.from_string(owner), Pubkey.from_string(mint), mint_account.owner
-            )
-            account = self.account(str(ata))
-            parsed = parse_token_account(bytes(account.data)) if account else None
-            return parsed.amount if parsed else 0
+            owner_key, mint_key = Pubkey.from_string(owner), Pubkey.from_string(mint)
+            ata = get_associated_token_address(owner_key, mint_key, mint_account.owner)
+            balance = self.token_balance_of(self.account(str(ata)))
+            return balance.amount if balance else 0
 
     def _faucet_send(self, instructions: list[Instruction]) -> str:
         with self.lock:
             # A memo with a sequence number keeps two equal grants in one slot from sharing a signature.
             self._nonce += 1
-            memo = Instruction(
-                Pubkey.from_string(Programs.MEMO), f"paywarden faucet {self._nonce}".encode(), []
-            )
+            memo_text = f"paywarden faucet {self._nonce}".encode()
+            memo = Instruction(Pubkey.from_string(Programs.MEMO), memo_text, [])
             blockhash = self._svm.latest_blockhash()
             message = MessageV0.try_compile(self.authority.pubkey(), [*instructions, memo], [], blockhash)
             outcome = self.send(VersionedTransaction(message, [self.authority]))
@@ -414,12 +374,5 @@ def _outcome(
 ) -> Outcome:
     returned = meta.return_data()
     data = bytes(returned.data)
-    return Outcome(
-        signature=str(tx.signatures[0]),
-        err=err,
-        logs=tuple(meta.logs()),
-        units_consumed=meta.compute_units_consumed(),
-        return_data=(str(returned.program_id), data) if data else None,
-        accounts=accounts or {},
-        landed=landed,
-    )
+    return Outcome(str(tx.signatures[0]), err, tuple(meta.logs()), meta.compute_units_consumed(),
+                   (str(returned.program_id), data) if data else None, accounts or {}, landed)

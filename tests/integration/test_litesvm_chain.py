@@ -1,0 +1,287 @@
+"""The in-process chain over the sandbox: real SPL programs, a cluster's blockhash lifetime, no replays."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import pytest
+from solders.address_lookup_table_account import AddressLookupTableAccount
+from solders.hash import Hash
+from solders.instruction import AccountMeta, Instruction
+from solders.keypair import Keypair
+from solders.message import MessageV0
+from solders.pubkey import Pubkey
+from solders.token.associated import get_associated_token_address
+from solders.transaction import VersionedTransaction
+
+from application.ports import Confirmation, SubmissionError
+from domain.networks import USDC_DECIMALS, Programs
+from interfaces.chain.litesvm import LiteSvmChain
+from interfaces.chain.sandbox import LAMPORTS_PER_SIGNATURE, Sandbox
+
+USDC = 10**USDC_DECIMALS
+
+
+@dataclass
+class Wallets:
+    fee_payer: Keypair
+    payer: Keypair
+    merchant: Keypair
+
+
+def transfer_checked(
+    sandbox: Sandbox,
+    fee_payer: Keypair,
+    owner: Keypair,
+    to: Pubkey,
+    amount: int,
+    *,
+    blockhash: str | None = None,
+    mint: str | None = None,
+    token_program: str = Programs.TOKEN,
+    decimals: int = USDC_DECIMALS,
+    lookup_tables: list[AddressLookupTableAccount] | None = None,
+) -> VersionedTransaction:
+    """An SPL TransferChecked from `owner`'s associated token account to `to`'s, signed by both."""
+    mint_key, program = Pubkey.from_string(mint or sandbox.usdc_mint), Pubkey.from_string(token_program)
+    source = get_associated_token_address(owner.pubkey(), mint_key, program)
+    destination = get_associated_token_address(to, mint_key, program)
+    instruction = Instruction(
+        program,
+        bytes([12]) + amount.to_bytes(8, "little") + bytes([decimals]),
+        [
+            AccountMeta(source, False, True),
+            AccountMeta(mint_key, False, False),
+            AccountMeta(destination, False, True),
+            AccountMeta(owner.pubkey(), True, False),
+        ],
+    )
+    recent = Hash.from_string(blockhash or sandbox.latest_blockhash()[0])
+    message = MessageV0.try_compile(fee_payer.pubkey(), [instruction], lookup_tables or [], recent)
+    return VersionedTransaction(message, [fee_payer, owner] if fee_payer != owner else [owner])
+
+
+@pytest.fixture
+def sandbox() -> Sandbox:
+    return Sandbox()
+
+
+@pytest.fixture
+def chain(sandbox: Sandbox) -> LiteSvmChain:
+    return LiteSvmChain(sandbox)
+
+
+@pytest.fixture
+def wallets(sandbox: Sandbox) -> Wallets:
+    wallets = Wallets(Keypair(), Keypair(), Keypair())
+    sandbox.airdrop(str(wallets.fee_payer.pubkey()), 10**9)
+    sandbox.mint_usdc(str(wallets.payer.pubkey()), 5 * USDC)
+    sandbox.mint_usdc(str(wallets.merchant.pubkey()), 0)
+    return wallets
+
+
+def pay(sandbox: Sandbox, wallets: Wallets, amount: int, **options) -> VersionedTransaction:
+    merchant = wallets.merchant.pubkey()
+    return transfer_checked(sandbox, wallets.fee_payer, wallets.payer, merchant, amount, **options)
+
+
+def balances(sandbox: Sandbox, wallets: Wallets) -> tuple[int, int, int]:
+    return (
+        sandbox.token_balance(str(wallets.payer.pubkey())),
+        sandbox.token_balance(str(wallets.merchant.pubkey())),
+        sandbox.sol_balance(str(wallets.fee_payer.pubkey())),
+    )
+
+
+def test_simulating_a_funded_transfer_checked_succeeds_with_the_token_program_logs(sandbox, chain, wallets):
+    simulation = chain.simulate(bytes(pay(sandbox, wallets, USDC)))
+
+    assert simulation.ok and simulation.error == "" and simulation.error_code == ""
+    assert "Program log: Instruction: TransferChecked" in simulation.logs
+    assert simulation.logs[-1] == f"Program {Programs.TOKEN} success"
+    assert balances(sandbox, wallets)[:2] == (5 * USDC, 0)  # a simulation moves nothing
+
+
+def test_simulating_a_transfer_the_payer_cannot_fund_fails_with_the_program_logs(sandbox, chain, wallets):
+    simulation = chain.simulate(bytes(pay(sandbox, wallets, 6 * USDC)))
+
+    assert not simulation.ok
+    assert simulation.error_code == "InstructionError"
+    assert simulation.error == "Error processing Instruction 0: custom program error: 0x1"
+    assert "Program log: Error: insufficient funds" in simulation.logs
+    assert simulation.logs[-1] == f"Program {Programs.TOKEN} failed: custom program error: 0x1"
+
+
+def test_simulating_with_a_fee_payer_without_sol_fails_before_execution(sandbox, chain, wallets):
+    unknown = transfer_checked(sandbox, Keypair(), wallets.payer, wallets.merchant.pubkey(), USDC)
+    poor = Keypair()
+    sandbox.airdrop(str(poor.pubkey()), LAMPORTS_PER_SIGNATURE)  # short of a two-signature fee
+    short = transfer_checked(sandbox, poor, wallets.payer, wallets.merchant.pubkey(), USDC)
+
+    assert chain.simulate(bytes(unknown)).error_code == "AccountNotFound"
+    assert chain.simulate(bytes(unknown)).error.startswith("Attempt to debit an account")
+    assert chain.simulate(bytes(short)).error_code == "InsufficientFundsForFee"
+
+
+def test_a_signature_that_does_not_verify_fails_simulation_and_is_refused(sandbox, chain, wallets):
+    tx = pay(sandbox, wallets, USDC)
+    forged = VersionedTransaction.populate(tx.message, [tx.signatures[0], Keypair().sign_message(b"other")])
+
+    simulation = chain.simulate(bytes(forged))
+    assert (simulation.ok, simulation.error_code) == (False, "SignatureFailure")
+    with pytest.raises(SubmissionError, match="signature verification failure"):
+        chain.send(bytes(forged))
+    assert balances(sandbox, wallets)[:2] == (5 * USDC, 0)
+
+
+def test_sending_moves_exactly_the_amount_and_charges_the_signature_fee(sandbox, chain, wallets):
+    payer_before, merchant_before, sol_before = balances(sandbox, wallets)
+    tx = pay(sandbox, wallets, 1_234_567)
+
+    signature = chain.send(bytes(tx))
+
+    assert signature == str(tx.signatures[0])
+    assert balances(sandbox, wallets) == (
+        payer_before - 1_234_567,
+        merchant_before + 1_234_567,
+        sol_before - 2 * LAMPORTS_PER_SIGNATURE,
+    )
+    assert chain.signature_status(signature).confirmation is Confirmation.CONFIRMED
+    landed = sandbox.transaction(signature)
+    assert landed.fee == 2 * LAMPORTS_PER_SIGNATURE and landed.err is None
+
+
+def test_a_second_send_of_the_same_transaction_is_refused_and_nothing_moves_twice(sandbox, chain, wallets):
+    tx = bytes(pay(sandbox, wallets, USDC))
+    chain.send(tx)
+    after_first = balances(sandbox, wallets)
+
+    with pytest.raises(SubmissionError, match="This transaction has already been processed"):
+        chain.send(tx)
+    sandbox.advance(10)
+    with pytest.raises(SubmissionError, match="already been processed"):
+        chain.send(tx)
+
+    assert balances(sandbox, wallets) == after_first
+    assert chain.simulate(tx).error_code == "AlreadyProcessed"
+
+
+def test_unknown_signature_is_unknown(chain):
+    never_sent = str(Keypair().sign_message(b"never sent"))
+    assert chain.signature_status(never_sent).confirmation is Confirmation.UNKNOWN
+    assert chain.signature_status("not base58 at all").confirmation is Confirmation.UNKNOWN
+
+
+def test_a_transaction_that_failed_on_chain_is_failed_with_its_fee_paid(sandbox, chain, wallets):
+    # Only a broadcast that skips preflight (the localnet's skipPreflight) can land a failing transaction.
+    tx = pay(sandbox, wallets, 6 * USDC)
+    before = balances(sandbox, wallets)
+
+    outcome = sandbox.send(tx, preflight=False)
+
+    assert outcome.landed and outcome.err == {"InstructionError": [0, {"Custom": 1}]}
+    status = chain.signature_status(outcome.signature)
+    assert status.confirmation is Confirmation.FAILED
+    assert status.error == "Error processing Instruction 0: custom program error: 0x1"
+    assert balances(sandbox, wallets) == (before[0], before[1], before[2] - 2 * LAMPORTS_PER_SIGNATURE)
+
+
+def test_a_blockhash_expires_after_150_slots_and_preflight_allows_144(sandbox, chain, wallets):
+    blockhash, last_valid_height = sandbox.latest_blockhash()
+    assert last_valid_height == sandbox.slot + 150
+
+    old = bytes(pay(sandbox, wallets, 1, blockhash=blockhash))
+    sandbox.advance(144)
+    assert chain.simulate(old).ok
+    sandbox.advance(1)
+    assert chain.simulate(old).error_code == "BlockhashNotFound"
+    assert chain.is_blockhash_valid(blockhash)  # still valid for a leader; too old to forward
+    sandbox.advance(5)
+    assert chain.is_blockhash_valid(blockhash)
+    sandbox.advance(1)
+    assert not chain.is_blockhash_valid(blockhash)
+
+
+def test_an_expired_blockhash_is_refused_and_nothing_moves(sandbox, chain, wallets):
+    tx = pay(sandbox, wallets, USDC)
+    sandbox.advance(151)
+
+    simulation = chain.simulate(bytes(tx))
+    assert (simulation.error_code, simulation.error) == ("BlockhashNotFound", "Blockhash not found")
+    with pytest.raises(SubmissionError, match="Transaction simulation failed: Blockhash not found"):
+        chain.send(bytes(tx))
+    assert sandbox.send(tx, preflight=False).err == "BlockhashNotFound"  # a leader drops it too
+    assert balances(sandbox, wallets)[:2] == (5 * USDC, 0)
+    assert chain.signature_status(str(tx.signatures[0])).confirmation is Confirmation.UNKNOWN
+
+
+def test_a_blockhash_the_chain_never_produced_is_not_found(sandbox, chain, wallets):
+    made_up = str(Hash.new_unique())
+    assert not chain.is_blockhash_valid(made_up)
+    simulation = chain.simulate(bytes(pay(sandbox, wallets, 1, blockhash=made_up)))
+    assert simulation.error_code == "BlockhashNotFound"
+
+
+def test_accounts_exist_once_funded(sandbox, chain, wallets):
+    merchant_ata = get_associated_token_address(
+        wallets.merchant.pubkey(), Pubkey.from_string(sandbox.usdc_mint), Pubkey.from_string(Programs.TOKEN)
+    )
+    assert chain.account_exists(sandbox.usdc_mint)
+    assert chain.account_exists(str(merchant_ata))
+    assert not chain.account_exists(str(Keypair().pubkey()))
+    assert not chain.account_exists("not an address")
+
+
+def test_lookup_table_addresses_are_read_in_order_and_resolve_in_a_v0_transaction(sandbox, chain, wallets):
+    mint, program = Pubkey.from_string(sandbox.usdc_mint), Pubkey.from_string(Programs.TOKEN)
+    destination = get_associated_token_address(wallets.merchant.pubkey(), mint, program)
+    entries = [str(Keypair().pubkey()), str(destination), str(mint)]
+    table = sandbox.create_lookup_table(entries)
+
+    assert list(chain.lookup_table_addresses(table)) == entries
+    assert list(chain.lookup_table_addresses(sandbox.usdc_mint)) == []  # not a lookup table
+    assert list(chain.lookup_table_addresses(str(Keypair().pubkey()))) == []
+
+    lookup = AddressLookupTableAccount(Pubkey.from_string(table), [Pubkey.from_string(e) for e in entries])
+    tx = pay(sandbox, wallets, 250_000, lookup_tables=[lookup])
+    assert tx.message.address_table_lookups  # the destination and the mint come from the table
+    signature = chain.send(bytes(tx))
+
+    assert sandbox.token_balance(str(wallets.merchant.pubkey())) == 250_000
+    writable, readonly = sandbox.transaction(signature).loaded_addresses
+    assert (writable, readonly) == ((str(destination),), (str(mint),))
+
+
+def test_token_2022_mints_and_transfers_through_the_real_program(sandbox, chain, wallets):
+    mint = str(Keypair().pubkey())
+    sandbox.create_mint(mint, 6, Programs.TOKEN_2022)
+    sandbox.mint_tokens(mint, str(wallets.payer.pubkey()), 3 * USDC)
+    sandbox.mint_tokens(mint, str(wallets.merchant.pubkey()), 0)
+
+    tx = pay(sandbox, wallets, USDC, mint=mint, token_program=Programs.TOKEN_2022)
+    chain.send(bytes(tx))
+
+    assert sandbox.token_balance(str(wallets.merchant.pubkey()), mint) == USDC
+    assert sandbox.token_balance(str(wallets.payer.pubkey()), mint) == 2 * USDC
+
+
+def test_concurrent_senders_each_land_once(sandbox, chain, wallets):
+    transactions = [bytes(pay(sandbox, wallets, 1000 + i)) for i in range(16)]
+    errors: list[Exception] = []
+
+    def send(tx: bytes) -> None:
+        for _ in range(2):  # every transaction is sent twice, concurrently with the others
+            try:
+                chain.send(tx)
+            except SubmissionError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=send, args=(tx,)) for tx in transactions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(errors) == 16 and all("already been processed" in str(e) for e in errors)
+    assert sandbox.token_balance(str(wallets.merchant.pubkey())) == sum(1000 + i for i in range(16))
