@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from application.merchants import MerchantError
@@ -78,17 +79,69 @@ def serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and config.sandbox and not config.devnet_rpc_url:
         raise ConfigError("the in-process sandbox chain lives in one process: use --workers 1, "
                           "or run `paywarden localnet` and set PAYWARDEN_DEVNET_RPC_URL")
+    if args.workers > 1 and not config.redis_url:
+        raise ConfigError("several workers share locks and rate limits through Redis: set PAYWARDEN_REDIS_URL, "
+                          "or use --workers 1")
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers))
-    argv = ["gunicorn", "--config", "python:interfaces.gunicorn_conf", "interfaces.wsgi:application"]
-    os.execvp(sys.executable, [sys.executable, "-m", *argv])
-    return 0  # pragma: no cover
+    argv = [sys.executable, "-m", "gunicorn", "--config", "python:interfaces.gunicorn_conf",
+            "interfaces.wsgi:application"]
+    if args.no_projections:  # the operator runs `paywarden project` on its own
+        os.execvp(sys.executable, argv)
+    from interfaces.supervisor import supervise
+
+    return supervise(argv, [sys.executable, "-m", "interfaces.cli", "project", "--exit-with-parent"])
 
 
 def project(args: argparse.Namespace) -> int:
     from interfaces import workers
 
-    workers.run(_container(), args.names)
+    stop = threading.Event()
+    if args.exit_with_parent:
+        parent = os.getppid()
+
+        def watch() -> None:
+            while not stop.wait(1.0):
+                if os.getppid() != parent:  # orphaned: `serve` is gone
+                    stop.set()
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    workers.run(_container(), args.names, stop)
     return 0
+
+
+def up(args: argparse.Namespace) -> int:
+    from interfaces.up import run
+
+    return run(args)
+
+
+def localnet(args: argparse.Namespace) -> int:
+    from interfaces.localnet import serve_localnet
+
+    serve_localnet(args.host, args.port, on_ready=lambda server: print(f"localnet listening on {server.url}",
+                                                                       flush=True))
+    return 0
+
+
+def faucet(args: argparse.Namespace) -> int:
+    import httpx
+
+    url = args.rpc_url or load_config().devnet_rpc_url or "http://127.0.0.1:8899"
+    try:
+        answer = httpx.post(f"{url.rstrip('/')}/faucet", timeout=10,
+                            json={"address": args.address, "usdc": args.usdc, "sol": args.sol})
+    except httpx.HTTPError as down:
+        raise ConfigError(f"no faucet at {url}: {down}") from None
+    if answer.status_code != 200:
+        raise ConfigError(f"the faucet refused: {answer.text}")
+    print(answer.text)
+    return 0
+
+
+def bench(args: argparse.Namespace) -> int:
+    from interfaces.bench import run
+
+    return run(args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -128,11 +181,38 @@ def parser() -> argparse.ArgumentParser:
     s = commands.add_parser("serve", help="run the API under gunicorn with gevent workers")
     s.add_argument("--bind", default="127.0.0.1:8402", help="HOST:PORT (default 127.0.0.1:8402)")
     s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--no-projections", action="store_true",
+                   help="do not start the projection worker (run `paywarden project` yourself)")
     s.set_defaults(func=serve)
 
     pr = commands.add_parser("project", help="run projection workers (read models) until interrupted")
     pr.add_argument("names", nargs="*", help="projections to run (default: all)")
+    pr.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
     pr.set_defaults(func=project)
+
+    u = commands.add_parser("up", help="start the whole sandbox stack: localnet, API, projections (Ctrl-C stops)")
+    from interfaces.up import add_arguments as up_arguments
+
+    up_arguments(u)
+    u.set_defaults(func=up)
+
+    ln = commands.add_parser("localnet", help="run the sandbox chain alone (Solana JSON-RPC over LiteSVM)")
+    ln.add_argument("--host", default="127.0.0.1")
+    ln.add_argument("--port", type=int, default=8899)
+    ln.set_defaults(func=localnet)
+
+    fc = commands.add_parser("faucet", help="fund a wallet on the sandbox chain with SOL and test USDC")
+    fc.add_argument("address")
+    fc.add_argument("--usdc", default="10", help="test USDC to mint (decimal, default 10)")
+    fc.add_argument("--sol", default="1", help="SOL to airdrop (decimal, default 1)")
+    fc.add_argument("--rpc-url", help="the localnet (default PAYWARDEN_DEVNET_RPC_URL or http://127.0.0.1:8899)")
+    fc.set_defaults(func=faucet)
+
+    from interfaces.bench import add_arguments
+
+    b = commands.add_parser("bench", help="load-test a running Paywarden with real signed payments")
+    add_arguments(b)
+    b.set_defaults(func=bench)
     return p
 
 

@@ -1,0 +1,84 @@
+"""`paywarden serve`'s supervisor: gunicorn and the projection worker as two children, stopped together.
+
+SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed to gunicorn (which gives them their usual meaning: graceful stop,
+reload, quick stop); when gunicorn exits, the projection worker is stopped and the supervisor exits with gunicorn's
+status. A projection worker that dies is restarted (after a pause that doubles up to 30 s). Each child is asked by
+the kernel to stop if the supervisor itself is killed (Linux `PR_SET_PDEATHSIG`), and the projection worker also
+watches its parent (`paywarden project --exit-with-parent`).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+
+log = logging.getLogger("paywarden.serve")
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+STOP_SECONDS = 15.0
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the projection worker still watches its parent
+        pass
+
+
+def _start(argv: Sequence[str]) -> subprocess.Popen:
+    return subprocess.Popen(list(argv), preexec_fn=_die_with_parent)  # noqa: PLW1509 - only a prctl call
+
+
+def _stop(child: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
+    if child.poll() is None:
+        child.send_signal(sig)
+        try:
+            child.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return child.returncode
+
+
+def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *, poll_seconds: float = 0.5) -> int:
+    """Run the server and the worker until the server exits; return the server's exit status."""
+    wake = threading.Event()
+    received: list[int] = []
+
+    def forward(sig: int, _frame: object) -> None:
+        received.append(sig)
+        wake.set()
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    server, worker = _start(server_argv), _start(worker_argv)
+    stopping, pause, started, restart_at = False, 1.0, time.monotonic(), 0.0
+    try:
+        while server.poll() is None:
+            while received:
+                sig = received.pop(0)
+                server.send_signal(sig)
+                if sig != signal.SIGHUP:
+                    stopping = True
+                    _stop(worker)
+            if not stopping and worker.poll() is not None:
+                now = time.monotonic()
+                if restart_at == 0.0:
+                    pause = 1.0 if now - started > 60 else min(pause * 2, 30.0)
+                    log.error("projection worker exited with %s; restarting in %.0f s", worker.returncode, pause)
+                    restart_at = now + pause
+                elif now >= restart_at:
+                    worker, started, restart_at = _start(worker_argv), now, 0.0
+            wake.wait(poll_seconds)
+            wake.clear()
+    finally:
+        _stop(worker)
+        if server.poll() is None:
+            _stop(server)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return server.returncode
