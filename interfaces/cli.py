@@ -15,8 +15,16 @@ from interfaces.config import ConfigError, load_config
 
 def _container():
     from interfaces.container import build
+    from interfaces.health import startup_error
 
-    return build(load_config())
+    config = load_config()
+    try:
+        return build(config)
+    except Exception as failure:  # an unreachable database or Redis: a message naming the variable, no traceback
+        refused = startup_error(config, failure)
+        if refused is None:
+            raise
+        raise refused from None
 
 
 def merchant_create(args: argparse.Namespace) -> int:
@@ -82,6 +90,9 @@ def serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and not config.redis_url:
         raise ConfigError("several workers share locks and rate limits through Redis: set PAYWARDEN_REDIS_URL, "
                           "or use --workers 1")
+    from interfaces.health import preflight
+
+    preflight(config)  # an unreachable database or Redis stops here, with exit status 2
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers))
     argv = [sys.executable, "-m", "gunicorn", "--config", "python:interfaces.gunicorn_conf",
             "interfaces.wsgi:application"]
@@ -94,7 +105,9 @@ def serve(args: argparse.Namespace) -> int:
 
 def project(args: argparse.Namespace) -> int:
     from interfaces import workers
+    from interfaces.observability import configure_logging
 
+    configure_logging()
     stop = threading.Event()
     if args.exit_with_parent:
         parent = os.getppid()

@@ -23,12 +23,18 @@ class Config:
     devnet_rpc_url: str = ""
     mainnet_rpc_url: str = ""
     fee_payer_keypairs: tuple[Path, ...] = ()
+    fee_payer_keys: tuple[str, ...] = ()  # secrets given in the environment (JSON byte lists or base58)
     anonymous: bool = True
     limits: ExactLimits = field(default_factory=ExactLimits)
     confirmation_budget_seconds: float = 15.0
     rate_limit_per_key: str = "100/minute"
     rate_limit_per_ip: str = "60/minute"
     trusted_proxies: tuple[str, ...] = ()
+    discovery_public_only: bool = False  # discovery lists public hosts only (SPEC.md: "in production")
+    database_pool_max: int = 10
+    database_timeout_seconds: int = 2
+    lock_margin_seconds: float = 30.0
+    fee_payer_min_lamports: int = 10_000_000  # below it on any served network, /readyz answers 503
 
     @property
     def sandbox(self) -> bool:
@@ -83,8 +89,8 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     for path in keypairs:
         if not path.is_file():
             raise ConfigError(f"PAYWARDEN_FEE_PAYER_KEYPAIRS names {path}, which is not a readable file")
-    if mode == "production" and not keypairs:
-        raise ConfigError("PAYWARDEN_FEE_PAYER_KEYPAIRS is required in production")
+    if mode == "production" and not keypairs and not env.get("PAYWARDEN_FEE_PAYER_KEYS", "").strip():
+        raise ConfigError("PAYWARDEN_FEE_PAYER_KEYPAIRS (or PAYWARDEN_FEE_PAYER_KEYS) is required in production")
     budget = _int(env, "PAYWARDEN_CONFIRMATION_BUDGET_MS", 15_000, minimum=0) / 1000
     return Config(
         mode=mode,
@@ -94,6 +100,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         devnet_rpc_url=_url(env, "PAYWARDEN_DEVNET_RPC_URL", ("http", "https")),
         mainnet_rpc_url=_url(env, "PAYWARDEN_MAINNET_RPC_URL", ("http", "https")),
         fee_payer_keypairs=keypairs,
+        fee_payer_keys=tuple(k.strip() for k in env.get("PAYWARDEN_FEE_PAYER_KEYS", "").split(";") if k.strip()),
         anonymous=_bool(env, "PAYWARDEN_ANONYMOUS", mode == "sandbox"),
         limits=ExactLimits(
             max_compute_unit_limit=_int(env, "PAYWARDEN_MAX_COMPUTE_UNIT_LIMIT", 400_000, minimum=1),
@@ -103,4 +110,9 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         rate_limit_per_key=_rate(env, "PAYWARDEN_RATE_LIMIT_PER_KEY", "100/minute"),
         rate_limit_per_ip=_rate(env, "PAYWARDEN_RATE_LIMIT_PER_IP", "60/minute"),
         trusted_proxies=tuple(p.strip() for p in env.get("PAYWARDEN_TRUSTED_PROXIES", "").split(",") if p.strip()),
+        discovery_public_only=_bool(env, "PAYWARDEN_DISCOVERY_PUBLIC_ONLY", mode == "production"),
+        database_pool_max=_int(env, "PAYWARDEN_DATABASE_POOL_MAX", 10, minimum=2),
+        database_timeout_seconds=_int(env, "PAYWARDEN_DATABASE_TIMEOUT_SECONDS", 2, minimum=1),
+        lock_margin_seconds=_int(env, "PAYWARDEN_LOCK_MARGIN_MS", 30_000, minimum=100) / 1000,
+        fee_payer_min_lamports=_int(env, "PAYWARDEN_FEE_PAYER_MIN_LAMPORTS", 10_000_000),
     )

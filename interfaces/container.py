@@ -2,37 +2,69 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 
+from application.listings import Listings, Resolver, StoredPayments
 from application.merchants import Merchants
 from application.payments import Payments, Settings
 from application.ports import Chain, ResultCache
 from domain.networks import DEVNET, MAINNET
-from interfaces.config import Config
+from interfaces.chain.instrumented import instrument_chains
+from interfaces.config import Config, ConfigError
 from interfaces.inprocess import InProcessLocks, InProcessResultCache, SystemClock
-from interfaces.signers import KeypairFeePayers, read_keypair, sandbox_keypair
+from interfaces.pgstore import is_postgres, postgres_env
+from interfaces.query_cache import QueryCache, RedisQueryCache, TtlCache
+from interfaces.resolver import GetaddrinfoResolver
+from interfaces.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
+from projections.catalog import CatalogView, SqliteCatalogView
 from projections.runner import catch_up
 
 
 def store_env(config: Config, name: str) -> dict[str, str]:
-    """The eventsourcing environment of one application or view (SQLite: one file each)."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    """The eventsourcing environment of one application or view: PostgreSQL when PAYWARDEN_DATABASE_URL is
+    postgresql://… (tables named after the application or view), else SQLite files (one each)."""
+    if is_postgres(config.database_url):
+        return postgres_env(config.database_url, pool_max=config.database_pool_max,
+                            timeout_seconds=config.database_timeout_seconds)
+    directory = sqlite_dir(config)
+    directory.mkdir(parents=True, exist_ok=True)
     return {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "SQLITE_DBNAME": str(config.data_dir / f"{name}.db"),
+        "SQLITE_DBNAME": str(directory / f"{name}.db"),
         "SQLITE_LOCK_TIMEOUT": "30",
     }
 
 
-def build_view(config: Config, name: str, view_class: type[Any]) -> Any:
+def sqlite_dir(config: Config) -> Path:
+    """`sqlite:///DIR` names the directory of the SQLite files; otherwise PAYWARDEN_DATA_DIR holds them."""
+    if config.database_url.startswith("sqlite://"):
+        return Path(config.database_url.removeprefix("sqlite://") or config.data_dir)
+    return config.data_dir
+
+
+def build_view(config: Config, name: str, view_class: type[Any], postgres_class: type[Any] | None = None) -> Any:
+    """A view on the configured store. On PostgreSQL, `postgres_class` defaults to the `Postgres…View` next to
+    the SQLite `view_class` (`SqliteAccountsView` → `PostgresAccountsView`)."""
+    if is_postgres(config.database_url):
+        view_class = postgres_class or _postgres_sibling(view_class)
     factory = InfrastructureFactory.construct(env=Environment(name, store_env(config, name)))
     return factory.tracking_recorder(view_class)
+
+
+def _postgres_sibling(view_class: type[Any]) -> type[Any]:
+    name = "Postgres" + view_class.__name__.removeprefix("Sqlite")
+    sibling = getattr(sys.modules[view_class.__module__], name, None)
+    if sibling is None:
+        raise ConfigError(f"{view_class.__module__} has no {name}: that read model cannot live in PostgreSQL")
+    return sibling
 
 
 @dataclass
@@ -63,8 +95,9 @@ def build_chains(config: Config, sandbox: Any = None) -> tuple[Chains, Any]:
 
 
 def build_fee_payers(config: Config) -> KeypairFeePayers:
-    if config.fee_payer_keypairs:
-        return KeypairFeePayers([read_keypair(p) for p in config.fee_payer_keypairs])
+    if config.fee_payer_keypairs or config.fee_payer_keys:
+        keypairs = [read_keypair(p) for p in config.fee_payer_keypairs]
+        return KeypairFeePayers(keypairs + [parse_secret(k) for k in config.fee_payer_keys])
     return KeypairFeePayers([sandbox_keypair(config.data_dir / "fee-payer.json")])
 
 
@@ -87,6 +120,10 @@ class Container:
     chains: Chains
     fee_payers: KeypairFeePayers
     sandbox: Any = None
+    redis: Any = None  # the Redis client when PAYWARDEN_REDIS_URL is set
+    listings: Listings | None = None  # discovery: follows approved payments, records listings
+    catalog: CatalogView | None = None  # discovery: the catalog read model, fed by the listings
+    discovery_cache: QueryCache | None = None
 
     def refresh_accounts(self) -> int:
         """Bring the accounts view up to date now (the CLI does, so a new key works at once)."""
@@ -96,18 +133,38 @@ class Container:
         self.payments.close()
         self.merchants.close()
         self.accounts.datastore.close()
+        if self.listings is not None:
+            self.listings.close()
+        if self.catalog is not None:
+            self.catalog.datastore.close()
+        if self.redis is not None:
+            self.redis.close()
 
 
-def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = None) -> Container:
+def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = None,
+          resolver: Resolver | None = None) -> Container:
     chains, sandbox = build_chains(config, sandbox)
+    instrument_chains(chains)  # chain RPC latency and errors in /metrics
     fee_payers = build_fee_payers(config)
     if sandbox is not None:
         fund_fee_payers(sandbox, fee_payers.addresses())
-    settings = Settings(limits=config.limits, confirmation_budget_seconds=config.confirmation_budget_seconds)
+    settings = Settings(limits=config.limits, confirmation_budget_seconds=config.confirmation_budget_seconds,
+                        lock_margin_seconds=config.lock_margin_seconds)
+    redis = locks = None
+    if config.redis_url:
+        from interfaces.redis_adapters import RedisLocks, RedisResultCache, redis_client
+
+        redis = redis_client(config.redis_url)
+        locks, cache = RedisLocks(redis), cache or RedisResultCache(redis)
     payments = Payments(
-        store_env(config, "payments"), chains=chains, fee_payers=fee_payers, locks=InProcessLocks(),
+        store_env(config, "payments"), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
         cache=cache or InProcessResultCache(), clock=SystemClock(), settings=settings,
     )
     merchants = Merchants(store_env(config, "merchants"))
     accounts = build_view(config, "accounts", SqliteAccountsView)
-    return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox)
+    listings = Listings(store_env(config, "listings"), payments=StoredPayments(payments), discovery=accounts,
+                        resolver=resolver or GetaddrinfoResolver(), production=config.discovery_public_only)
+    catalog = build_view(config, "catalog", SqliteCatalogView)
+    discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
+    return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
+                     listings=listings, catalog=catalog, discovery_cache=discovery_cache)

@@ -20,6 +20,17 @@ def read_keypair(path: Path) -> Keypair:
         raise ConfigError(f"{path} is not a Solana CLI keypair file (a JSON list of 64 numbers): {bad}") from None
 
 
+def parse_secret(secret: str) -> Keypair:
+    """A keypair given in the environment: a JSON list of 64 numbers, or the base58 of those 64 bytes."""
+    try:
+        if secret.startswith("["):
+            return Keypair.from_bytes(bytes(json.loads(secret)))
+        return Keypair.from_base58_string(secret)
+    except (ValueError, TypeError):
+        raise ConfigError("PAYWARDEN_FEE_PAYER_KEYS holds a value that is not a Solana keypair "
+                          "(a JSON list of 64 numbers or base58)") from None
+
+
 def write_keypair(path: Path, keypair: Keypair) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

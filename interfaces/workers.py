@@ -14,6 +14,8 @@ from typing import Any
 
 from interfaces.container import Container
 from projections.accounts import AccountsProjection
+from projections.catalog import CatalogProjection
+from projections.results import ResultCacheProjection
 from projections.runner import catch_up, follow
 
 
@@ -21,18 +23,31 @@ from projections.runner import catch_up, follow
 class ProjectionSpec:
     name: str
     application: Callable[[Container], Any]  # the application whose log it follows
-    projection: type
+    projection: Callable[[Any], Any]  # a Projection class over the view; the identity for an EventSourcedProjection
     view: Callable[[Container], Any]
+    available: Callable[[Container], bool] = lambda c: True  # False: this deployment has no such read model
 
 
 PROJECTIONS: dict[str, ProjectionSpec] = {
     "accounts": ProjectionSpec("accounts", lambda c: c.merchants, AccountsProjection, lambda c: c.accounts),
+    # Discovery: Listings follows approved payments and records listings; the catalog follows the listings.
+    "listings": ProjectionSpec("listings", lambda c: c.payments, lambda listings: listings, lambda c: c.listings),
+    "catalog": ProjectionSpec("catalog", lambda c: c.listings, CatalogProjection, lambda c: c.catalog),
+    # The terminal result cache lives in Redis; without Redis each process caches its own results in memory.
+    "result_cache": ProjectionSpec("result_cache", lambda c: c.payments, ResultCacheProjection,
+                                   lambda c: _redis_result_cache_view(c), lambda c: c.redis is not None),
 }
+
+
+def _redis_result_cache_view(container: Container) -> Any:
+    from interfaces.redis_adapters import RedisResultCacheView
+
+    return RedisResultCacheView(container.redis)
 
 
 def catch_up_all(container: Container, names: Sequence[str] = ()) -> int:
     total = 0
-    for spec in _selected(names):
+    for spec in _selected(names, container):
         total += catch_up(spec.application(container), spec.projection(spec.view(container)))
     return total
 
@@ -46,7 +61,7 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
     threads = [
         threading.Thread(target=follow, args=(spec.application(container), spec.projection(spec.view(container)),
                                               stop), name=f"projection-{spec.name}", daemon=True)
-        for spec in _selected(names)
+        for spec in _selected(names, container)
     ]
     for thread in threads:
         thread.start()
@@ -55,8 +70,12 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
         thread.join(timeout=5)
 
 
-def _selected(names: Sequence[str]) -> list[ProjectionSpec]:
+def _selected(names: Sequence[str], container: Container) -> list[ProjectionSpec]:
     unknown = set(names) - set(PROJECTIONS)
     if unknown:
         raise ValueError(f"unknown projection(s): {', '.join(sorted(unknown))}; known: {', '.join(PROJECTIONS)}")
-    return [PROJECTIONS[n] for n in (names or PROJECTIONS)]
+    specs = [PROJECTIONS[n] for n in (names or PROJECTIONS)]
+    missing = [s.name for s in specs if names and not s.available(container)]
+    if missing:
+        raise ValueError(f"not available in this configuration: {', '.join(missing)} (result_cache needs Redis)")
+    return [s for s in specs if s.available(container)]

@@ -10,6 +10,7 @@ from functools import singledispatchmethod
 from typing import Any
 
 from eventsourcing.persistence import Tracking
+from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
@@ -74,6 +75,10 @@ def _values(row: Any) -> list[Any]:
 
 class SqliteAccountsView(AccountsView, SQLiteTrackingRecorder):
     pass
+
+
+class PostgresAccountsView(AccountsView, PostgresTrackingRecorder):
+    paramstyle = "format"
 
 
 class AccountsProjection(Projection[AccountsView]):

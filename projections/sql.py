@@ -10,14 +10,22 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import InterfaceError, OperationalError, Tracking
+from eventsourcing.utils import retry
 
 
 class SqlView:
-    """Mixin over `SQLiteTrackingRecorder` / `PostgresTrackingRecorder`."""
+    """Mixin over `SQLiteTrackingRecorder` / `PostgresTrackingRecorder` (a PostgreSQL view sets `paramstyle`)."""
 
     paramstyle = "qmark"
     tables: Sequence[str] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.paramstyle == "format":  # PostgreSQL: its recorders create what `sql_create_statements` lists
+            from psycopg.sql import SQL
+
+            self.sql_create_statements.extend(SQL(self.sql(t)) for t in self.tables)  # type: ignore[attr-defined]
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s") if self.paramstyle == "format" else statement
@@ -32,7 +40,13 @@ class SqlView:
             yield _Cursor(c, self)
             self._insert_tracking(c, tracking)  # type: ignore[attr-defined]
 
+    # A pooled connection broken by a database restart fails once; the retry takes a fresh one.
+    @retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self.paramstyle == "format":  # one autocommit statement: no BEGIN/ROLLBACK round trips
+            with self.datastore.get_connection() as conn, conn.cursor() as c:  # type: ignore[attr-defined]
+                c.execute(self.sql(statement), tuple(params))
+                return list(c.fetchall())
         with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
             c.execute(self.sql(statement), tuple(params))
             return list(c.fetchall())

@@ -18,6 +18,9 @@ from interfaces.container import Container, build
 from interfaces.exact_client import build_exact_payment, to_base64
 from interfaces.http.app import create_app
 
+# Every log record of the run is checked for API keys (tests/logcapture.py).
+from tests.logcapture import no_api_key_in_logs, pytest_configure, pytest_sessionfinish  # noqa: F401
+
 USDC = 1_000_000
 
 
@@ -62,8 +65,8 @@ class Gateway:
         return self.client.simulate_post(path, json=body, headers=self.headers if headers is None else headers)
 
 
-def make_gateway(tmp_path: Path, sandbox: Any, **config: Any) -> Gateway:
-    container = build(Config(data_dir=tmp_path, **config), sandbox=sandbox)
+def make_gateway(tmp_path: Path, sandbox: Any, *, resolver: Any = None, **config: Any) -> Gateway:
+    container = build(Config(data_dir=tmp_path, **config), sandbox=sandbox, resolver=resolver)
     container.merchants.register("acme")
     container.merchants.enable_capability("acme", DEVNET.caip2)
     api_key, _ = container.merchants.create_key("acme", KeyEnv.TEST)
@@ -82,9 +85,30 @@ def sandbox():
     return Sandbox()
 
 
+@pytest.fixture(params=["embedded", "embedded+rpc", "postgres+redis"])
+def store(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The stores a gateway runs on: the embedded default (SQLite, in-process locks and cache), and PostgreSQL
+    with Redis (a fresh database, Redis database 15 flushed) as in production. `embedded+rpc` talks to the
+    sandbox chain through the JSON-RPC adapter and the localnet instead of in-process."""
+    if request.param == "embedded":
+        return {}
+    if request.param == "embedded+rpc":
+        return {"chain": "rpc"}
+    return {"database_url": request.getfixturevalue("postgres_url"), "redis_url": request.getfixturevalue("redis_url")}
+
+
 @pytest.fixture
-def gateway(tmp_path: Path, sandbox: Any) -> Gateway:
-    gateway = make_gateway(tmp_path, sandbox)
+def gateway(tmp_path: Path, sandbox: Any, store: dict[str, str]) -> Gateway:
+    options = dict(store)
+    if options.pop("chain", None) == "rpc":
+        from interfaces.localnet import LocalnetThread
+
+        with LocalnetThread(sandbox, slot_ms=None) as localnet:
+            gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, **options)
+            yield gateway
+            gateway.container.close()
+        return
+    gateway = make_gateway(tmp_path, sandbox, **options)
     yield gateway
     gateway.container.close()
 

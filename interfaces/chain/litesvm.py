@@ -64,6 +64,12 @@ class LiteSvmChain:
         except ValueError:
             return False
 
+    def health(self) -> None:
+        self._sandbox.latest_blockhash()
+
+    def sol_balance(self, address: str) -> int:
+        return self._sandbox.sol_balance(address)
+
     def lookup_table_addresses(self, table: str) -> Sequence[str]:
         try:
             return self._sandbox.lookup_table_addresses(table)

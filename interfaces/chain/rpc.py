@@ -26,8 +26,8 @@ from solders.rpc.errors import (
     RpcCustomErrorFieldless,
     SendTransactionPreflightFailureMessage,
 )
-from solders.rpc.requests import IsBlockhashValid
-from solders.rpc.responses import IsBlockhashValidResp
+from solders.rpc.requests import GetHealth, IsBlockhashValid
+from solders.rpc.responses import GetHealthResp, IsBlockhashValidResp
 from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 from solders.transaction_status import TransactionConfirmationStatus
@@ -198,6 +198,14 @@ class RpcChain:
 
     def account_exists(self, address: str) -> bool:
         return self._account(address) is not None
+
+    def health(self) -> None:
+        """Raise `ChainUnavailableError` unless the node answers `getHealth` (a node behind the cluster errors)."""
+        self._call(lambda: self._client._provider.make_request(GetHealth(), GetHealthResp))
+
+    def sol_balance(self, address: str) -> int:
+        pubkey = Pubkey.from_string(address)
+        return int(self._call(lambda: self._client.get_balance(pubkey, self._commitment)).value)
 
     def lookup_table_addresses(self, table: str) -> Sequence[str]:
         account = self._account(table)

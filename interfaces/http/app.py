@@ -5,10 +5,16 @@ from __future__ import annotations
 import falcon
 
 from interfaces.container import Container
+from interfaces.health import Probes
 from interfaces.http import errors
 from interfaces.http.auth import Authenticator, AuthMiddleware
+from interfaces.http.discovery import DiscoveryResourcesResource
+from interfaces.http.health import HealthzResource, ReadyzResource
+from interfaces.http.metrics import MetricsResource
+from interfaces.http.openapi import OpenApiResource, build_document
 from interfaces.http.payments import SettleResource, SupportedResource, VerifyResource
 from interfaces.http.ratelimit import RateLimiter, RateLimitMiddleware
+from interfaces.http.requestlog import RequestLogMiddleware
 
 
 def create_app(container: Container) -> falcon.App:
@@ -16,7 +22,8 @@ def create_app(container: Container) -> falcon.App:
     authenticator = Authenticator(container.accounts, anonymous=container.config.anonymous, served=served)
     config = container.config
     limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)
-    app = falcon.App(middleware=[AuthMiddleware(authenticator), RateLimitMiddleware(limiter, config.trusted_proxies)])
+    app = falcon.App(middleware=[RequestLogMiddleware(), AuthMiddleware(authenticator),
+                                 RateLimitMiddleware(limiter, config.trusted_proxies)])
     app.req_options.strip_url_path_trailing_slash = True
     verify, settle = VerifyResource(container.payments), SettleResource(container.payments)
     supported = SupportedResource(served, container.fee_payers)
@@ -24,5 +31,11 @@ def create_app(container: Container) -> falcon.App:
         app.add_route(f"{prefix}/verify", verify)
         app.add_route(f"{prefix}/settle", settle)
         app.add_route(f"{prefix}/supported", supported)
+    app.add_route("/discovery/resources", DiscoveryResourcesResource(container.catalog, container.discovery_cache))
+    probes = Probes(container)  # operability: no auth, no rate limit
+    app.add_route("/healthz", HealthzResource())
+    app.add_route("/readyz", ReadyzResource(probes))
+    app.add_route("/metrics", MetricsResource(probes))
+    app.add_route("/openapi.json", OpenApiResource(build_document(anonymous=config.anonymous)))
     errors.register(app)
     return app

@@ -1,0 +1,188 @@
+"""The Listings application: discovery listings, registered from the approved payments that carried
+`extensions.bazaar`.
+
+It is an event-sourced projection of the Payments notification log: each `Payment.Approved` is processed once,
+and the listing events it causes are recorded in one transaction with the position in that log, so a restarted
+follower resumes where it stopped and never registers twice. It runs in the projection workers, never on the
+request path: a verification answers the same, as fast, with or without the extension. A registration the rules
+refuse, or one for a merchant who turned discovery off, is skipped silently: logged and counted, nothing recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from functools import singledispatchmethod
+from typing import Any, Protocol
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.projection import EventSourcedProjection
+from eventsourcing.utils import get_topic
+
+from domain.clients import ANONYMOUS_ID
+from domain.discovery import (
+    DiscoveryInvalid,
+    ListingDetails,
+    Reason,
+    check_addresses,
+    parse_info,
+    parse_resource_url,
+)
+from domain.listing import Change, DiscoveryListing, ListingOwnershipError, listing_id
+from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS, SCHEME_EXACT
+from domain.payment import Payment
+
+log = logging.getLogger("paywarden.discovery")
+MERCHANT_PREFIX = "merchant:"
+
+
+class Resolver(Protocol):
+    """The addresses a hostname resolves to, as written (empty when it does not resolve)."""
+
+    def resolve(self, hostname: str) -> list[str]: ...
+
+
+class DiscoverySettings(Protocol):
+    """Whether a merchant has discovery turned on (the accounts read model)."""
+
+    def get_discovery_enabled(self, merchant_id: str) -> bool: ...
+
+
+class ReceivedPayments(Protocol):
+    """The `Payment.Received` event of a payment: what the request carried (extensions, resource, terms)."""
+
+    def get_received(self, payment_id: UUID) -> Payment.Received | None: ...
+
+
+class StoredPayments:
+    """`ReceivedPayments` read from the Payments event store: payment events never change once recorded."""
+
+    def __init__(self, payments: Application) -> None:
+        self._events = payments.repository.event_store
+
+    def get_received(self, payment_id: UUID) -> Payment.Received | None:
+        first = next(iter(self._events.get(payment_id, limit=1)), None)
+        return first if isinstance(first, Payment.Received) else None
+
+
+@dataclass(frozen=True)
+class VerifiedPayment:
+    """An approved payment, as discovery needs it."""
+
+    payment_id: UUID
+    client_id: str
+    extensions: dict[str, Any]
+    resource: dict[str, Any] | None
+    network: str
+    asset: str
+    amount: int
+    pay_to: str
+    verified_at: datetime
+
+    @classmethod
+    def of(cls, received: Payment.Received, approved: Payment.Approved) -> VerifiedPayment:
+        return cls(received.originator_id, received.client_id, received.extensions, received.resource,
+                   received.network, received.asset, received.amount, received.pay_to, approved.timestamp)
+
+    @property
+    def registered(self) -> bool:
+        return self.client_id != ANONYMOUS_ID
+
+
+class Listings(EventSourcedProjection[UUID]):
+    """Follows the Payments log (`Payment.Approved`); records `DiscoveryListing` events."""
+
+    topics = (get_topic(Payment.Approved),)
+
+    def __init__(self, env: dict[str, str] | None = None, *, payments: ReceivedPayments,
+                 discovery: DiscoverySettings, resolver: Resolver, production: bool = False) -> None:
+        super().__init__(env)
+        self._payments, self._discovery, self._resolver = payments, discovery, resolver
+        self._production = production
+        self.counts: Counter[str] = Counter()  # by outcome: registered, updated, ..., skipped:<reason>
+
+    # -- commands -----------------------------------------------------------------------------------------
+
+    def register_from_payment(self, payment: VerifiedPayment) -> Change | None:
+        """Register or update the listing a payment describes; None when skipped (logged and counted)."""
+        change, listing = self._decide(payment)
+        if listing is not None:
+            self.save(listing)
+        return change
+
+    @singledispatchmethod
+    def policy(self, domain_event: Any, processing_event: ProcessingEvent[UUID]) -> None:
+        """Other payment events list nothing."""
+
+    @policy.register
+    def _(self, approved: Payment.Approved, processing_event: ProcessingEvent[UUID]) -> None:
+        received = self._payments.get_received(approved.originator_id)
+        if received is None or "bazaar" not in (received.extensions or {}):
+            return
+        _, listing = self._decide(VerifiedPayment.of(received, approved))
+        if listing is not None:
+            processing_event.collect_events(listing)
+
+    # -- queries ------------------------------------------------------------------------------------------
+
+    def get_listing(self, resource: str, method: str) -> DiscoveryListing | None:
+        try:
+            return self.repository.get(listing_id(resource, method))
+        except AggregateNotFoundError:
+            return None
+
+    # -- steps --------------------------------------------------------------------------------------------
+
+    def _decide(self, payment: VerifiedPayment) -> tuple[Change | None, DiscoveryListing | None]:
+        try:
+            url, details = self._validate(payment)
+            enabled = self._discovery_enabled(payment.client_id)
+            listing = self.get_listing(url, details.method)
+            offer = _offer(payment)
+            if listing is None:
+                if not enabled:
+                    return self._skip(payment, "discovery_disabled", "the merchant turned discovery off")
+                listing = DiscoveryListing.register(url, details.method, payment.client_id, details.as_dict(),
+                                                    offer, payment.payment_id, payment.verified_at)
+                change = Change.REGISTERED
+            else:
+                change = listing.update(payment.client_id, details.as_dict(), offer, payment.payment_id,
+                                        payment.verified_at, discovery_enabled=enabled)
+        except DiscoveryInvalid as invalid:
+            return self._skip(payment, str(invalid.reason), invalid.message)
+        except ListingOwnershipError as taken:
+            return self._skip(payment, "not_owner", str(taken))
+        self.counts[str(change)] += 1
+        log.info("discovery listing %s: %s %s (payment %s)", change, details.method, url, payment.payment_id)
+        return change, listing
+
+    def _validate(self, payment: VerifiedPayment) -> tuple[str, ListingDetails]:
+        details = parse_info(payment.extensions.get("bazaar"), registered=payment.registered)
+        if not (payment.resource or {}).get("url"):
+            raise DiscoveryInvalid(Reason.MISSING_RESOURCE, "the payment payload names no resource.url")
+        resource = parse_resource_url(payment.resource["url"], production=self._production)
+        if self._production and not resource.is_address:
+            check_addresses(resource.host, self._resolver.resolve(resource.host))
+        return resource.url, details
+
+    def _discovery_enabled(self, client_id: str) -> bool:
+        if not client_id.startswith(MERCHANT_PREFIX):
+            return True
+        return self._discovery.get_discovery_enabled(client_id.removeprefix(MERCHANT_PREFIX))
+
+    def _skip(self, payment: VerifiedPayment, reason: str, message: str) -> tuple[None, None]:
+        self.counts[f"skipped:{reason}"] += 1
+        log.info("discovery registration skipped (%s): %s (payment %s)", reason, message, payment.payment_id)
+        return None, None
+
+
+def _offer(payment: VerifiedPayment) -> dict[str, Any]:
+    resource = payment.resource or {}
+    return {
+        "scheme": SCHEME_EXACT, "network": payment.network, "asset": payment.asset, "amount": payment.amount,
+        "pay_to": payment.pay_to, "max_timeout_seconds": DEFAULT_MAX_TIMEOUT_SECONDS,
+        "description": str(resource.get("description") or ""), "mime_type": str(resource.get("mimeType") or ""),
+    }

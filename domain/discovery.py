@@ -1,0 +1,254 @@
+"""Discovery rules: what `extensions.bazaar` may register, and which of its fields an account kind keeps.
+
+Pure: no I/O. Whether a hostname resolves to public addresses is a fact the application asks its `Resolver` port
+for and hands to `check_addresses`; every other rule is decided here from the values alone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from domain.errors import DomainError
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+TYPES = ("http", "websocket", "grpc")
+MAX_INFO_BYTES = 8 * 1024  # `info` must be under this (serialized compact JSON, UTF-8)
+MAX_SCHEMA_BYTES = 4 * 1024  # a custom schema may be up to this
+MAX_HOSTNAME = 253
+MAX_URL = 2048
+MAX_TAGS = 10
+MAX_TEXT = {"title": 120, "description": 1024, "name": 120, "url": MAX_URL, "contact": 256, "type": 255,
+            "model": 64, "amount": 64, "asset": 64}
+TAG = re.compile(r"^[a-z0-9](?:[a-z0-9 ._+-]{0,48}[a-z0-9+])?$")
+LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+PRINTABLE = re.compile(r"^[\x21-\x7e]+$")
+# Names that never reach the public internet (RFC 6761, RFC 6762, RFC 8375, common private suffixes).
+PRIVATE_NAMES = ("localhost", "localdomain", "local", "internal", "intranet", "lan", "home.arpa", "test", "invalid",
+                 "example", "onion")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class Reason(StrEnum):
+    """Why a registration was skipped: logged and counted, never answered to the caller."""
+
+    INVALID_EXTENSION = "invalid_extension"
+    MISSING_RESOURCE = "missing_resource"
+    INVALID_URL = "invalid_url"
+    INVALID_HOSTNAME = "invalid_hostname"
+    HOSTNAME_TOO_LONG = "hostname_too_long"
+    PRIVATE_ADDRESS = "private_address"
+    UNRESOLVABLE = "unresolvable"
+    INFO_TOO_LARGE = "info_too_large"
+    SCHEMA_TOO_LARGE = "schema_too_large"
+    INVALID_METHOD = "invalid_method"
+    INVALID_TYPE = "invalid_type"
+    INVALID_FIELD = "invalid_field"
+
+
+class DiscoveryInvalid(DomainError):
+    """A registration the discovery rules refuse; `reason` is what the skip is counted under."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+@dataclass(frozen=True)
+class ResourceUrl:
+    """A resource URL in canonical form: lowercase scheme and host, no default port, no fragment."""
+
+    url: str
+    host: str
+    is_address: bool  # the host is an IP literal, so there is nothing to resolve
+
+
+def parse_resource_url(raw: Any, *, production: bool) -> ResourceUrl:
+    if not isinstance(raw, str) or not raw or len(raw) > MAX_URL or not PRINTABLE.fullmatch(raw):
+        raise DiscoveryInvalid(Reason.INVALID_URL, "the resource URL must be printable ASCII of 1-2048 characters")
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError as bad:
+        raise DiscoveryInvalid(Reason.INVALID_URL, f"the resource URL does not parse: {bad}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise DiscoveryInvalid(Reason.INVALID_URL, "the resource URL must use http:// or https://")
+    if parts.username is not None or parts.password is not None:
+        raise DiscoveryInvalid(Reason.INVALID_URL, "the resource URL must not carry credentials")
+    host = (parts.hostname or "").rstrip(".")
+    address = _address(host)
+    if address is None:
+        _check_hostname(host, production=production)
+    elif production and not is_public(address):
+        raise DiscoveryInvalid(Reason.PRIVATE_ADDRESS, f"{address} is not a public address")
+    netloc = f"[{host}]" if address is not None and address.version == 6 else host
+    if port is not None and port != DEFAULT_PORTS[scheme]:
+        netloc = f"{netloc}:{port}"
+    url = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    return ResourceUrl(url=url, host=host, is_address=address is not None)
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _check_hostname(host: str, *, production: bool) -> None:
+    if len(host) > MAX_HOSTNAME:
+        raise DiscoveryInvalid(Reason.HOSTNAME_TOO_LONG, f"the hostname has {len(host)} characters; at most 253")
+    labels = host.split(".")
+    if not host or not all(LABEL.fullmatch(label) for label in labels):
+        raise DiscoveryInvalid(Reason.INVALID_HOSTNAME, f"{host!r} is not an RFC 1123 hostname")
+    if labels[-1].isdigit():
+        # RFC 1123 2.1: a top-level label is alphabetic; all-digit names are addresses in disguise (127.1).
+        raise DiscoveryInvalid(Reason.INVALID_HOSTNAME, f"{host!r} is neither a hostname nor a dotted address")
+    if production and (len(labels) < 2 or any(host == n or host.endswith("." + n) for n in PRIVATE_NAMES)):
+        raise DiscoveryInvalid(Reason.PRIVATE_ADDRESS, f"{host} is not a public internet name")
+
+
+def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Globally routable unicast: not loopback, private, link-local, reserved, multicast or unspecified."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not (
+        address.is_private or address.is_loopback or address.is_link_local or address.is_reserved
+        or address.is_multicast or address.is_unspecified
+    )
+
+
+def check_addresses(host: str, addresses: list[str]) -> None:
+    """In production every address the hostname resolves to must be public (one private answer is enough)."""
+    if not addresses:
+        raise DiscoveryInvalid(Reason.UNRESOLVABLE, f"{host} does not resolve")
+    for text in addresses:
+        address = _address(text.split("%", 1)[0])
+        if address is None or not is_public(address):
+            raise DiscoveryInvalid(Reason.PRIVATE_ADDRESS, f"{host} resolves to {text}, not a public address")
+
+
+@dataclass(frozen=True)
+class ListingDetails:
+    """What a listing keeps of `extensions.bazaar.info`, after validation and gating by account kind."""
+
+    type: str = "http"
+    method: str = "GET"
+    description: str = ""
+    title: str | None = None
+    tags: tuple[str, ...] = ()
+    input: dict[str, Any] | None = None  # {"type": MIME, "schema": JSON Schema}
+    output: dict[str, Any] | None = None
+    provider: dict[str, str] | None = None  # name, description, url, contact (contact is never served)
+    pricing: dict[str, str] | None = None  # model, amount, asset
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tags"] = list(self.tags)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ListingDetails:
+        return cls(**{**data, "tags": tuple(data.get("tags") or ())})
+
+
+def size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def parse_info(bazaar: Any, *, registered: bool) -> ListingDetails:
+    """Validate `extensions.bazaar.info`; keep only documented fields, and title/tags/provider if registered."""
+    if not isinstance(bazaar, dict):
+        raise DiscoveryInvalid(Reason.INVALID_EXTENSION, "extensions.bazaar must be an object")
+    info = bazaar.get("info", {})
+    if not isinstance(info, dict):
+        raise DiscoveryInvalid(Reason.INVALID_EXTENSION, "extensions.bazaar.info must be an object")
+    if size(info) >= MAX_INFO_BYTES:
+        raise DiscoveryInvalid(Reason.INFO_TOO_LARGE, f"info is {size(info)} bytes; it must be under 8 KB")
+    method = _text(info, "method", "GET").upper()
+    if method not in METHODS:
+        raise DiscoveryInvalid(Reason.INVALID_METHOD, f"method must be one of {', '.join(METHODS)}")
+    kind = _text(info, "type", "http").lower()
+    if kind not in TYPES:
+        raise DiscoveryInvalid(Reason.INVALID_TYPE, f"type must be one of {', '.join(TYPES)}")
+    details = ListingDetails(
+        type=kind, method=method, description=_text(info, "description", ""),
+        input=_schema(info, "input"), output=_schema(info, "output"),
+        pricing=_fields(info, "pricing", ("model", "amount", "asset")),
+    )
+    if not registered:
+        return details
+    title = _text(info, "title", "") or None
+    provider = _fields(info, "provider", ("name", "description", "url", "contact"))
+    if provider and "url" in provider:
+        _check_link(provider["url"])
+    return replace(details, title=title, tags=_tags(info), provider=provider)
+
+
+def _text(data: dict[str, Any], name: str, default: str) -> str:
+    value = data.get(name, default)
+    if name == "amount" and isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # a price may be written as a number; it is kept and served as a string
+    if not isinstance(value, str) or len(value) > MAX_TEXT.get(name, 1024):
+        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name} must be a string of at most {MAX_TEXT.get(name, 1024)}")
+    return value.strip()
+
+
+def _fields(info: dict[str, Any], name: str, documented: tuple[str, ...]) -> dict[str, str] | None:
+    value = info.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name} must be an object")
+    kept = {k: text for k in documented if value.get(k) is not None and (text := _text(value, k, ""))}
+    return kept or None
+
+
+def _schema(info: dict[str, Any], name: str) -> dict[str, Any] | None:
+    value = info.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name} must be an object")
+    kept: dict[str, Any] = {}
+    if value.get("type") is not None:
+        kept["type"] = _text(value, "type", "")
+    schema = value.get("schema")
+    if schema is not None:
+        if not isinstance(schema, dict):
+            raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name}.schema must be a JSON Schema object")
+        if size(schema) > MAX_SCHEMA_BYTES:
+            raise DiscoveryInvalid(Reason.SCHEMA_TOO_LARGE, f"{name}.schema is {size(schema)} bytes; at most 4 KB")
+        kept["schema"] = schema
+    return kept or None
+
+
+def _tags(info: dict[str, Any]) -> tuple[str, ...]:
+    tags = info.get("tags", [])
+    if not isinstance(tags, list) or len(tags) > MAX_TAGS or not all(isinstance(t, str) for t in tags):
+        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"tags must be a list of at most {MAX_TAGS} strings")
+    lowered = [t.strip().lower() for t in tags]
+    if not all(TAG.fullmatch(t) for t in lowered):
+        raise DiscoveryInvalid(Reason.INVALID_FIELD, "a tag is 1-50 of a-z 0-9 space . _ + - (no commas)")
+    return tuple(dict.fromkeys(lowered))
+
+
+def _check_link(url: str) -> None:
+    scheme = urlsplit(url).scheme.lower() if PRINTABLE.fullmatch(url or "-") else ""
+    if scheme not in DEFAULT_PORTS:
+        raise DiscoveryInvalid(Reason.INVALID_FIELD, "provider.url must be an http:// or https:// URL")
+
+
+def query_params(details: ListingDetails) -> dict[str, str]:
+    """`outputSchema.input.queryParams`: each property of the input schema, by its declared JSON type."""
+    properties = ((details.input or {}).get("schema") or {}).get("properties") or {}
+    if not isinstance(properties, dict):
+        return {}
+    return {str(name): str(spec.get("type", "string")) if isinstance(spec, dict) else "string"
+            for name, spec in properties.items()}

@@ -1,0 +1,119 @@
+"""PostgreSQL as the event store and read-model database, through `eventsourcing.postgres` (psycopg 3, pooled).
+
+`postgres_env` turns `PAYWARDEN_DATABASE_URL` into the `POSTGRES_*` environment of one application or view.
+Each application gets its own events table (`payments_events`, `merchants_events`: eventsourcing names it after
+the application) and each view its own tracking table (`accounts_tracking`), so any number of applications share
+one database without sharing a table.
+
+`PostgresFactory` is eventsourcing's factory with one change: schema creation runs under a PostgreSQL advisory
+lock, so processes starting at once (two `serve` hosts, a worker and the CLI) create each table exactly once
+instead of racing on `CREATE TYPE` / `CREATE TABLE IF NOT EXISTS` (which fail concurrently in PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import psycopg
+from eventsourcing import postgres
+
+from interfaces.config import ConfigError
+
+# pg_advisory_lock key: the first 8 bytes of sha256("paywarden schema"), as a signed bigint.
+SCHEMA_LOCK_KEY = 0x2F6B_5D0E_7A31_4C19
+FACTORY_TOPIC = "interfaces.pgstore:PostgresFactory"
+RECONNECT_SECONDS = 3.0
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def postgres_env(url: str, *, pool_max: int = 10, timeout_seconds: int = 2) -> dict[str, str]:
+    """The eventsourcing environment for a `postgresql://user:password@host:port/dbname` URL.
+
+    The pool keeps one connection open and grows to `pool_max` under load; with gevent every waiting request is
+    a greenlet, so a small pool per process serves many concurrent requests. `timeout_seconds` bounds the wait
+    for a pooled connection: a database outage surfaces as an error within a few seconds, never as a hang.
+    """
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    dbname = unquote(parts.path.lstrip("/"))
+    if not dbname:
+        raise ConfigError(f"PAYWARDEN_DATABASE_URL must name a database (…/dbname), got {_redacted(url)!r}")
+    host = parts.hostname or query.get("host", [""])[0]
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        raise ConfigError(f"PAYWARDEN_DATABASE_URL has a bad port: {_redacted(url)!r}") from None
+    return {
+        "PERSISTENCE_MODULE": FACTORY_TOPIC,
+        "POSTGRES_DBNAME": dbname,
+        "POSTGRES_HOST": host,
+        "POSTGRES_PORT": str(port),
+        "POSTGRES_USER": unquote(parts.username or "") or query.get("user", [""])[0],
+        "POSTGRES_PASSWORD": unquote(parts.password or "") or query.get("password", [""])[0],
+        "POSTGRES_POOL_SIZE": "1",
+        "POSTGRES_MAX_OVERFLOW": str(max(pool_max - 1, 0)),
+        "POSTGRES_CONNECT_TIMEOUT": str(timeout_seconds),
+        "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
+        "POSTGRES_LOCK_TIMEOUT": "5",
+    }
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+@contextmanager
+def schema_lock(datastore: postgres.PostgresDatastore) -> Iterator[None]:
+    """Hold the schema advisory lock on a connection of its own (the pool's are busy creating the tables)."""
+    kwargs: dict[str, Any] = {k: v for k, v in dict(datastore.pool.kwargs or {}).items() if k != "row_factory"}
+    with psycopg.connect(**kwargs, autocommit=True, connect_timeout=10) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+
+
+class PostgresFactory(postgres.PostgresFactory):
+    """eventsourcing's PostgreSQL factory, with schema creation serialized across processes, and a pool that
+    comes back quickly after an outage."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        # psycopg_pool retries a lost connection with a doubling delay for 5 minutes: after a 30 s outage the
+        # next attempt may be 30 s away. Giving up after RECONNECT_SECONDS lets the next request start a fresh
+        # attempt at once, so service resumes within seconds of the database's return.
+        self.datastore.pool.reconnect_timeout = RECONNECT_SECONDS
+
+    def aggregate_recorder(self, purpose: str = "events") -> Any:
+        with self._creating():
+            return super().aggregate_recorder(purpose)
+
+    def application_recorder(self) -> Any:
+        with self._creating():
+            return super().application_recorder()
+
+    def tracking_recorder(self, tracking_recorder_class: Any = None) -> Any:
+        with self._creating():
+            return super().tracking_recorder(tracking_recorder_class)
+
+    def process_recorder(self) -> Any:
+        with self._creating():
+            return super().process_recorder()
+
+    @contextmanager
+    def _creating(self) -> Iterator[None]:
+        if not self.env_create_table():
+            yield
+            return
+        with schema_lock(self.datastore):
+            yield

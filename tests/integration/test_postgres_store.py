@@ -1,0 +1,83 @@
+"""PostgreSQL as the event store and read-model database: its own table for each application and view, schema
+creation that processes starting at once survive, and the audit trail in the database."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+from falcon import testing
+
+from application.merchants import Merchants
+from interfaces.config import Config
+from interfaces.container import build, build_view, store_env
+from interfaces.http.app import create_app
+from projections.accounts import PostgresAccountsView, SqliteAccountsView
+from tests.conftest import Gateway, make_gateway
+
+pytestmark = pytest.mark.postgres
+
+
+def tables(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
+    return {name for (name,) in rows}
+
+
+def test_each_application_and_view_has_its_own_table_in_one_database(tmp_path: Path, sandbox, postgres_url):
+    gateway = make_gateway(tmp_path, sandbox, database_url=postgres_url)
+    try:
+        assert gateway.post("/verify", gateway.body()).status_code == 200
+        names = tables(postgres_url)
+        assert {"payments_events", "merchants_events", "accounts_tracking", "accounts_keys"} <= names
+        with psycopg.connect(postgres_url) as conn:
+            payment_topics = {t for (t,) in conn.execute("SELECT DISTINCT topic FROM payments_events")}
+            merchant_topics = {t for (t,) in conn.execute("SELECT DISTINCT topic FROM merchants_events")}
+        assert payment_topics == {"domain.payment:Payment.Received", "domain.payment:Payment.Approved"}
+        assert merchant_topics and all(t.startswith("domain.merchant:") for t in merchant_topics)
+        assert isinstance(gateway.container.accounts, PostgresAccountsView)
+    finally:
+        gateway.container.close()
+
+
+def test_processes_starting_at_once_create_the_schema_once_without_failing(tmp_path: Path, postgres_url):
+    config = Config(data_dir=tmp_path, database_url=postgres_url)
+    built, failures, start = [], [], threading.Barrier(4)
+
+    def start_up() -> None:
+        start.wait()
+        try:
+            built.append(Merchants(store_env(config, "merchants")))
+            built.append(build_view(config, "accounts", SqliteAccountsView))
+        except Exception as failure:  # noqa: BLE001 - the assertion reports it
+            failures.append(failure)
+
+    threads = [threading.Thread(target=start_up) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    try:
+        assert failures == [] and len(built) == 8
+        assert {"merchants_events", "accounts_tracking", "accounts_merchants"} <= tables(postgres_url)
+    finally:
+        for item in built:
+            item.close() if isinstance(item, Merchants) else item.datastore.close()
+
+
+def test_a_restart_finds_its_schema_and_its_history(tmp_path: Path, sandbox, postgres_url):
+    first = make_gateway(tmp_path, sandbox, database_url=postgres_url)
+    body = first.body()
+    approved = first.post("/verify", body)
+    first.container.close()
+    # A new process: same database, same fee payer, nothing carried over in memory.
+    container = build(Config(data_dir=tmp_path, database_url=postgres_url), sandbox=sandbox)
+    second = Gateway(container, testing.TestClient(create_app(container)), first.api_key, sandbox, first.fee_payer)
+    try:
+        replay = second.post("/verify", body)
+        assert (replay.status_code, replay.json) == (200, approved.json)
+        assert replay.headers.get("Idempotent-Replayed") == "true"
+    finally:
+        second.container.close()

@@ -1,0 +1,138 @@
+"""The Redis adapters on a real Redis: the lock per idempotency key (owner-only release, expiry), the result cache
+(a miss or a skipped write when Redis is down), and the projection that fills the cache from the payment events."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import redis
+from solders.keypair import Keypair
+
+from application.payments import settle_outcome, verify_outcome
+from domain.codes import Code
+from domain.networks import DEVNET
+from interfaces.redis_adapters import (
+    RedisLocks,
+    RedisResultCache,
+    RedisResultCacheView,
+    lock_key,
+    redis_client,
+    result_key,
+)
+from projections.results import ResultCacheProjection
+from projections.runner import catch_up
+from tests.conftest import USDC, make_gateway
+from tests.integration.test_facilitator_http import key_of
+from tests.faults import free_port, wait_until
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def client(redis_url: str):
+    client = redis_client(redis_url)
+    yield client
+    client.close()
+
+
+def test_a_lock_is_exclusive_and_released_only_by_its_owner(client):
+    locks = RedisLocks(client)
+    with locks.hold("payment-1", 30) as held:
+        assert held
+        token = client.get(lock_key("payment-1")).decode()
+        with locks.hold("payment-1", 30) as second:
+            assert not second
+        assert locks.release("payment-1", "not-the-owner") is False
+        assert client.get(lock_key("payment-1")).decode() == token
+        assert 0 < client.pttl(lock_key("payment-1")) <= 30_000
+    assert client.get(lock_key("payment-1")) is None
+    with locks.hold("payment-1", 30) as again:
+        assert again
+
+
+def test_a_dead_owners_lock_expires_and_its_late_release_leaves_the_next_owner_alone(client):
+    locks = RedisLocks(client)
+    dead = locks.hold("payment-2", 0.3)
+    assert dead.__enter__() is True  # the owner never comes back to release it
+    wait_until(lambda: client.get(lock_key("payment-2")) is None, timeout=5, what="lock expiry")
+    with locks.hold("payment-2", 30) as held:
+        assert held
+        dead.__exit__(None, None, None)  # the first owner wakes up late and releases "its" lock
+        assert client.get(lock_key("payment-2")) is not None
+
+
+def test_with_redis_unreachable_the_cache_misses_and_the_lock_refuses():
+    down = redis_client(f"redis://127.0.0.1:{free_port()}/0", timeout_seconds=0.2)
+    cache = RedisResultCache(down)
+    assert cache.get("key", "verify") is None
+    cache.put("key", "verify", {"terms": "t", "outcome": {}})  # skipped, not raised
+    with pytest.raises(redis.ConnectionError), RedisLocks(down).hold("key", 30):
+        pass
+
+
+def test_the_cache_projection_writes_exactly_what_payments_replays(tmp_path: Path, sandbox, postgres_url, redis_url,
+                                                                    client):
+    g = make_gateway(tmp_path, sandbox, database_url=postgres_url, redis_url=redis_url)
+    try:
+        poor = Keypair()
+        sandbox.mint_usdc(str(poor.pubkey()), 1)
+        chain = g.container.chains.by_network[DEVNET.caip2]
+        send = chain.send
+        bodies = {
+            "approved then confirmed": g.body(),
+            "simulation failed": g.body(g.transaction(payer=poor)),
+            "recipient mismatch, then settled": g.body(g.transaction(pay_to=Keypair().pubkey())),
+            "settled, submission failed": g.body(amount=USDC // 50),
+        }
+        assert g.post("/verify", bodies["approved then confirmed"]).status_code == 200
+        assert g.post("/settle", bodies["approved then confirmed"]).status_code == 200
+        assert g.post("/verify", bodies["simulation failed"]).json["invalidReason"] == Code.SIMULATION_FAILED
+        assert g.post("/verify", bodies["recipient mismatch, then settled"]).status_code == 400
+        assert g.post("/settle", bodies["recipient mismatch, then settled"]).status_code == 400
+
+        def send_late(transaction: bytes) -> str:
+            sandbox.advance(200)  # the blockhash expires between simulation and broadcast
+            return send(transaction)
+
+        chain.send = send_late
+        assert g.post("/settle", bodies["settled, submission failed"]).json["errorReason"] == Code.SUBMISSION_FAILED
+        chain.send = send
+
+        # Only the projection fills the cache from here: forget what the application wrote through.
+        for key in client.scan_iter("paywarden:result:*"):
+            client.delete(key)
+        view = RedisResultCacheView(client)
+        # 4 Received, 2 Approved, 2 Rejected, 1 Confirmed, 2 Failed (SettlementSubmitted is not its topic)
+        assert catch_up(g.container.payments, ResultCacheProjection(view)) == 11
+        assert catch_up(g.container.payments, ResultCacheProjection(RedisResultCacheView(client))) == 0
+
+        payments, expected = g.container.payments, {}
+        for body in bodies.values():
+            payment = payments.get_payment(key_of(g, body))
+            entry = {"terms": payment.terms_digest, "outcome": asdict(verify_outcome(payment))}
+            expected[result_key(payment.idempotency_key, "verify")] = entry
+            if payment.is_settled:
+                entry = {"terms": payment.terms_digest, "outcome": asdict(settle_outcome(payment))}
+                expected[result_key(payment.idempotency_key, "settle")] = entry
+        cached = {key.decode(): RedisResultCache(client).get(*_split(key.decode()))
+                  for key in client.scan_iter("paywarden:result:*")}
+        assert cached == expected and len(cached) == 7
+
+        # The duplicates are answered from the cache alone: the event store is not even asked.
+        payments.repository.get = _no_event_store
+        for body in bodies.values():
+            replay = g.post("/verify", body)
+            assert replay.headers.get("Idempotent-Replayed") == "true"
+    finally:
+        g.container.close()
+
+
+def _no_event_store(*_, **__):
+    raise AssertionError("a cached result must not read the event store")
+
+
+def _split(key: str) -> tuple[str, str]:
+    _, _, operation, idempotency_key = key.split(":")
+    return idempotency_key, operation

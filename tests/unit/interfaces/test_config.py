@@ -1,0 +1,55 @@
+"""Configuration: every bad value stops start-up with a message naming its variable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from solders.keypair import Keypair
+
+from interfaces.config import ConfigError, load_config
+from interfaces.container import build_fee_payers
+from interfaces.signers import write_keypair
+
+
+@pytest.mark.parametrize("name, value", [
+    ("PAYWARDEN_MODE", "staging"),
+    ("PAYWARDEN_DATABASE_URL", "mysql://x"),
+    ("PAYWARDEN_REDIS_URL", "http://x"),
+    ("PAYWARDEN_DEVNET_RPC_URL", "ftp://x"),
+    ("PAYWARDEN_MAX_COMPUTE_UNIT_LIMIT", "many"),
+    ("PAYWARDEN_MAX_COMPUTE_UNIT_PRICE", "-1"),
+    ("PAYWARDEN_RATE_LIMIT_PER_KEY", "100 per minute"),
+    ("PAYWARDEN_ANONYMOUS", "perhaps"),
+    ("PAYWARDEN_FEE_PAYER_KEYPAIRS", "/nonexistent/keypair.json"),
+])
+def test_a_bad_value_names_its_variable(name, value):
+    with pytest.raises(ConfigError, match=name):
+        load_config({name: value})
+
+
+def test_production_requires_fee_payers_and_turns_the_anonymous_identity_off(tmp_path):
+    with pytest.raises(ConfigError, match="PAYWARDEN_FEE_PAYER_KEYPAIRS"):
+        load_config({"PAYWARDEN_MODE": "production"})
+    path = write_keypair(tmp_path / "fee.json", Keypair())
+    config = load_config({"PAYWARDEN_MODE": "production", "PAYWARDEN_FEE_PAYER_KEYPAIRS": str(path)})
+    assert not config.anonymous and not config.sandbox
+    assert load_config({}).anonymous and load_config({}).sandbox
+
+
+def test_fee_payers_come_from_keypair_files_and_from_the_environment(tmp_path):
+    in_file, as_json, as_base58 = Keypair(), Keypair(), Keypair()
+    path = write_keypair(tmp_path / "fee.json", in_file)
+    config = load_config({"PAYWARDEN_FEE_PAYER_KEYPAIRS": str(path),
+                          "PAYWARDEN_FEE_PAYER_KEYS": f"{json.dumps(list(bytes(as_json)))};{as_base58}"})
+    signers = build_fee_payers(config)
+    assert signers.addresses() == tuple(str(k.pubkey()) for k in (in_file, as_json, as_base58))
+    message = b"message"
+    assert signers.sign(str(as_base58.pubkey()), message) == bytes(as_base58.sign_message(message))
+
+
+def test_a_malformed_keypair_file_is_a_configuration_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2, 3]")
+    with pytest.raises(ConfigError, match="not a Solana CLI keypair"):
+        build_fee_payers(load_config({"PAYWARDEN_FEE_PAYER_KEYPAIRS": str(bad)}))
