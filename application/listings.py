@@ -81,11 +81,14 @@ class VerifiedPayment:
     amount: int
     pay_to: str
     verified_at: datetime
+    max_timeout_seconds: int = DEFAULT_MAX_TIMEOUT_SECONDS
 
     @classmethod
     def of(cls, received: Payment.Received, approved: Payment.Approved) -> VerifiedPayment:
         return cls(received.originator_id, received.client_id, received.extensions, received.resource,
-                   received.network, received.asset, received.amount, received.pay_to, approved.timestamp)
+                   received.network, received.asset, received.amount, received.pay_to, approved.timestamp,
+                   # Events recorded before the field existed carry no value: the spec's default applies.
+                   getattr(received, "max_timeout_seconds", DEFAULT_MAX_TIMEOUT_SECONDS))
 
     @property
     def registered(self) -> bool:
@@ -183,6 +186,6 @@ def _offer(payment: VerifiedPayment) -> dict[str, Any]:
     resource = payment.resource or {}
     return {
         "scheme": SCHEME_EXACT, "network": payment.network, "asset": payment.asset, "amount": payment.amount,
-        "pay_to": payment.pay_to, "max_timeout_seconds": DEFAULT_MAX_TIMEOUT_SECONDS,
+        "pay_to": payment.pay_to, "max_timeout_seconds": payment.max_timeout_seconds,
         "description": str(resource.get("description") or ""), "mime_type": str(resource.get("mimeType") or ""),
     }

@@ -155,6 +155,7 @@ class Payments(Application):
             idempotency_key=request.key, client_id=request.client.id, network=r.network, asset=r.asset,
             amount=r.amount, pay_to=r.pay_to, terms_digest=r.digest, client_signature=payment_fingerprint(tx),
             extensions=dict(request.payload.extensions), resource=request.payload.resource,
+            max_timeout_seconds=r.max_timeout_seconds,
         )
 
     def _bound(self, payment: Payment, request: _Request) -> VerifyOutcome | None:

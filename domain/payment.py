@@ -15,6 +15,7 @@ from eventsourcing.domain import Aggregate, event
 
 from domain.errors import PaymentStateError
 from domain.idempotency import payment_id
+from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
 
 
 class PaymentState(StrEnum):
@@ -38,6 +39,7 @@ class Payment(Aggregate):
         client_signature: str
         extensions: dict[str, Any]
         resource: dict[str, Any] | None
+        max_timeout_seconds: int
 
     class Approved(Aggregate.Event):
         payer: str
@@ -81,11 +83,12 @@ class Payment(Aggregate):
         client_signature: str,
         extensions: dict[str, Any],
         resource: dict[str, Any] | None,
+        max_timeout_seconds: int = DEFAULT_MAX_TIMEOUT_SECONDS,
     ) -> None:
         self.idempotency_key, self.client_id = idempotency_key, client_id
         self.network, self.asset, self.amount, self.pay_to = network, asset, amount, pay_to
         self.terms_digest, self.client_signature = terms_digest, client_signature
-        self.extensions, self.resource = extensions, resource
+        self.extensions, self.resource, self.max_timeout_seconds = extensions, resource, max_timeout_seconds
         self.state = PaymentState.RECEIVED
         self.payer: str | None = None
         self.verify_outcome: PaymentState | None = None
