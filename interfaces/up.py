@@ -172,10 +172,10 @@ def _demo(args: argparse.Namespace, base_url: str, api_key: str, pay_to: str, se
     from wsgiref.simple_server import make_server
 
     from interfaces.demo import create_demo_app
-    from interfaces.localnet import _QuietHandler, _ThreadingServer
+    from interfaces.localnet import QuietHandler, ThreadingServer
 
     app = create_demo_app(base_url, api_key, DEVNET.caip2, DEVNET.usdc_mint, pay_to)
-    httpd = make_server(args.host, args.demo_port, app, _ThreadingServer, _QuietHandler)
+    httpd = make_server(args.host, args.demo_port, app, ThreadingServer, QuietHandler)
     threading.Thread(target=httpd.serve_forever, name="demo", daemon=True).start()
     servers.append(httpd)
     return f"http://{args.host}:{httpd.server_port}"
