@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import math
 import sys
 import threading
 import time
@@ -67,7 +68,7 @@ class Report:
         ordered = sorted(self.latencies_ms)
         if not ordered:
             return 0.0
-        return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]  # nearest rank
 
     @property
     def expected(self) -> str:
@@ -204,7 +205,8 @@ class Progress:
         self._stream.flush()
 
     def _run(self) -> None:
-        while not self._stop.wait(0.25):
+        live = getattr(self._stream, "isatty", lambda: False)()  # a log file gets the final line only
+        while not self._stop.wait(0.25 if live else 3600):
             self._draw()
 
     def _draw(self) -> None:

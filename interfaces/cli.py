@@ -91,8 +91,10 @@ def serve(args: argparse.Namespace) -> int:
         raise ConfigError("several workers share locks and rate limits through Redis: set PAYWARDEN_REDIS_URL, "
                           "or use --workers 1")
     from interfaces.health import preflight
+    from interfaces.observability import configure_logging
 
     preflight(config)  # an unreachable database or Redis stops here, with exit status 2
+    configure_logging()  # the supervisor's lines too are JSON on stderr
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers))
     argv = [sys.executable, "-m", "gunicorn", "--config", "python:interfaces.gunicorn_conf",
             "interfaces.wsgi:application"]

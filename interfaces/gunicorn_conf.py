@@ -28,3 +28,12 @@ def on_starting(server):
 
 def child_exit(server, worker):
     mark_worker_dead(worker.pid)
+
+
+def worker_exit(server, worker):
+    """Close the worker's pools while its event loop still runs (not in interpreter shutdown's finalizers)."""
+    import sys
+
+    wsgi = sys.modules.get("interfaces.wsgi")
+    if wsgi is not None:
+        wsgi.container.close()

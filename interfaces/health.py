@@ -60,7 +60,7 @@ class Probes:
             checks["redis"] = lambda: OK if c.redis.ping() else "down: no PONG"
         for caip2, chain in sorted(c.chains.by_network.items()):
             label = network_label(caip2)
-            checks[f"rpc:{label}"] = lambda chain=chain: (chain.health(), OK)[1]
+            checks[f"rpc:{label}"] = lambda chain=chain: self._healthy(chain)
             for address in c.fee_payers.addresses(caip2):
                 checks[f"fee_payer:{label}:{address}"] = lambda chain=chain, address=address: self._funded(
                     chain, address)
@@ -69,6 +69,11 @@ class Probes:
     def _event_store(self) -> str:
         for app in self._applications():
             app.recorder.max_notification_id()
+        return OK
+
+    @staticmethod
+    def _healthy(chain: Any) -> str:
+        chain.health()  # raises when the node is unreachable or unhealthy
         return OK
 
     def _funded(self, chain: Any, address: str) -> str:
@@ -103,7 +108,7 @@ class Probes:
                 if spec.available(self._container):
                     app = spec.application(self._container)
                     lags[spec.name] = lag(app, spec.projection(spec.view(self._container)))
-            except Exception:  # noqa: S112 - a store that is down is /readyz's to report, not the scrape's
+            except Exception:  # a store that is down is /readyz's to report, not the scrape's
                 continue
         return lags
 

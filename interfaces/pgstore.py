@@ -12,13 +12,16 @@ instead of racing on `CREATE TYPE` / `CREATE TABLE IF NOT EXISTS` (which fail co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import psycopg
 from eventsourcing import postgres
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.utils import retry
+from psycopg.sql import SQL, Identifier
 
 from interfaces.config import ConfigError
 
@@ -83,9 +86,52 @@ def schema_lock(datastore: postgres.PostgresDatastore) -> Iterator[None]:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
 
 
+class PostgresApplicationRecorder(postgres.PostgresApplicationRecorder):
+    """eventsourcing's application recorder, inserting in one round trip instead of three.
+
+    The library's insert is a pipelined transaction (BEGIN; LOCK TABLE … IN EXCLUSIVE MODE; NOTIFY; INSERT;
+    COMMIT): the lock makes commit order equal notification order, so a follower never skips an event committed
+    late with a lower id. Here the same statements run inside a PL/pgSQL function called as one autocommit
+    statement, whose implicit transaction holds the lock until it commits: the same guarantee, one round trip.
+    The library has such a function too (POSTGRES_ENABLE_DB_FUNCTIONS), but without the table lock and with one
+    name per database, which two applications in one database would overwrite; this one is named per table.
+    """
+
+    def __init__(self, datastore: postgres.PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        name = f"{events_table_name}_insert"
+        self.check_identifier_length(name)
+        schema, table = Identifier(datastore.schema), Identifier(events_table_name)
+        self.pg_function_name_insert_events = name
+        self.sql_invoke_pg_function_insert_events = SQL("SELECT * FROM {0}.{1}((%s))").format(schema, Identifier(name))
+        self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{function}(events {schema}.{event}[]) RETURNS SETOF bigint "
+            "LANGUAGE plpgsql AS $BODY$ BEGIN "
+            "SET LOCAL lock_timeout = '{lock_timeout}s'; "
+            "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
+            "NOTIFY {channel}; "
+            "RETURN QUERY INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT originator_id, originator_version, topic, state FROM unnest(events) RETURNING notification_id; "
+            "END; $BODY$"
+        ).format(schema=schema, function=Identifier(name), event=Identifier(self.stored_event_type_name),
+                 lock_timeout=datastore.lock_timeout, table=table, channel=Identifier(self.channel_name))
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        if not stored_events:
+            return None
+        rows = [self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
+                for e in stored_events]
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.sql_invoke_pg_function_insert_events, (rows,), prepare=True)
+            return [row[self.pg_function_name_insert_events] for row in curs.fetchall()]
+
+
 class PostgresFactory(postgres.PostgresFactory):
-    """eventsourcing's PostgreSQL factory, with schema creation serialized across processes, and a pool that
-    comes back quickly after an outage."""
+    """eventsourcing's PostgreSQL factory, with schema creation serialized across processes, a pool that comes
+    back quickly after an outage, and one-round-trip inserts."""
+
+    application_recorder_class = PostgresApplicationRecorder
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)

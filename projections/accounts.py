@@ -43,19 +43,19 @@ class AccountsView(SqlView):
     )
 
     def get_key(self, key_hash: str) -> KeyRecord | None:
-        rows = self.rows(
-            "SELECT k.key_hash, k.prefix, k.merchant_id, m.name, k.env, k.revoked, m.rate_limit, m.discovery_enabled "
-            "FROM accounts_keys k JOIN accounts_merchants m ON m.merchant_id = k.merchant_id WHERE k.key_hash = ?",
+        # One round trip (every request pays it): a row per capability, none when the merchant has none.
+        rows = [_values(r) for r in self.rows(
+            "SELECT k.key_hash, k.prefix, k.merchant_id, m.name, k.env, k.revoked, m.rate_limit, m.discovery_enabled, "
+            "c.network, c.scheme, c.asset FROM accounts_keys k JOIN accounts_merchants m ON m.merchant_id = "
+            "k.merchant_id LEFT JOIN accounts_capabilities c ON c.merchant_id = k.merchant_id WHERE k.key_hash = ?",
             (key_hash,),
-        )
+        )]
         if not rows:
             return None
-        stored_hash, prefix, merchant_id, name, env, revoked, rate_limit, discovery = _values(rows[0])
-        capabilities = self.rows(
-            "SELECT network, scheme, asset FROM accounts_capabilities WHERE merchant_id = ?", (merchant_id,)
-        )
+        stored_hash, prefix, merchant_id, name, env, revoked, rate_limit, discovery = rows[0][:8]
+        capabilities = frozenset(tuple(r[8:]) for r in rows if r[8] is not None)
         return KeyRecord(stored_hash, prefix, merchant_id, name, env, bool(revoked), rate_limit, bool(discovery),
-                         frozenset(tuple(_values(c)) for c in capabilities))
+                         capabilities)
 
     def get_merchant_by_prefix(self, prefix: str) -> str | None:
         rows = self.rows(

@@ -2,7 +2,7 @@
 
 Requests use the schemas the resources load with; responses use the schemas they dump with, narrowed per status
 (a 200 verify is `isValid: true` with `payer`; a 400 names a reason code). Bodies the resources build without a
-schema (supported, discovery, errors, health) are described by the schemas below. Served at GET /openapi.json.
+schema (supported, discovery, errors, health) are described by `response_schemas`. Served at GET /openapi.json.
 """
 
 from __future__ import annotations
@@ -13,13 +13,18 @@ from typing import Any
 import falcon
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, fields
 
 from domain.codes import Code
-from domain.discovery import TYPES
-from domain.networks import X402_VERSION
 from interfaces.http.discovery import DiscoveryQuerySchema
 from interfaces.http.requestlog import REQUEST_ID, SANE_REQUEST_ID
+from interfaces.http.response_schemas import (
+    DiscoveryResponseSchema,
+    ErrorSchema,
+    HealthSchema,
+    ReadinessSchema,
+    SupportedResponseSchema,
+)
 from interfaces.http.schemas import (
     Atomic,
     PaymentRequestSchema,
@@ -30,85 +35,6 @@ from interfaces.http.schemas import (
 
 UNAUTHORIZED = ("missing_api_key", "invalid_api_key", "revoked_api_key", "key_environment_mismatch")
 FAILURES = sorted(c.value for c in Code if c not in (Code.SETTLEMENT_PENDING,))
-
-
-class ErrorSchema(Schema):
-    error = fields.String(required=True, metadata={"description": "a snake_case code"})
-    message = fields.String(required=True)
-
-
-class KindSchema(Schema):
-    x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
-    scheme = fields.String(required=True, validate=validate.Equal("exact"))
-    network = fields.String(required=True)
-    extra = fields.Dict(required=True, metadata={"description": "`feePayer`: the signer to build the transaction "
-                                                                "with"})
-
-
-class SupportedResponseSchema(Schema):
-    kinds = fields.List(fields.Nested(KindSchema), required=True)
-    extensions = fields.List(fields.Dict(), required=True)
-    signers = fields.Dict(keys=fields.String(), values=fields.String(), required=True,
-                          metadata={"description": "CAIP-2 network → comma-separated signer addresses"})
-
-
-class ProviderSchema(Schema):
-    name = fields.String()
-    description = fields.String(allow_none=True)
-    url = fields.String()
-
-
-class ListingMetadataSchema(Schema):
-    title = fields.String()
-    description = fields.String(allow_none=True)
-    tags = fields.List(fields.String())
-
-
-class DiscoveryAcceptSchema(Schema):
-    scheme = fields.String(required=True)
-    network = fields.String(required=True)
-    max_amount_required = fields.String(required=True, data_key="maxAmountRequired")
-    asset = fields.String(required=True)
-    pay_to = fields.String(required=True, data_key="payTo")
-    max_timeout_seconds = fields.Integer(required=True, data_key="maxTimeoutSeconds")
-    description = fields.String(allow_none=True)
-    mime_type = fields.String(allow_none=True, data_key="mimeType")
-    output_schema = fields.Dict(data_key="outputSchema", metadata={"description": "`input` (method, type, "
-                                "queryParams) and `output` (type, schema)"})
-    extra = fields.Dict(metadata={"description": "`asset` and `pricing` (model, amount, asset)"})
-
-
-class DiscoveryItemSchema(Schema):
-    resource = fields.String(required=True)
-    type = fields.String(required=True, validate=validate.OneOf(TYPES))
-    method = fields.String(required=True)
-    x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
-    accepts = fields.List(fields.Nested(DiscoveryAcceptSchema), required=True)
-    last_updated = fields.DateTime(required=True, data_key="lastUpdated")
-    provider = fields.Nested(ProviderSchema)
-    metadata = fields.Nested(ListingMetadataSchema)
-
-
-class PaginationSchema(Schema):
-    total = fields.Integer(required=True, validate=validate.Range(min=0))
-    limit = fields.Integer(required=True, validate=validate.Range(1, 100))
-    offset = fields.Integer(required=True, validate=validate.Range(min=0))
-
-
-class DiscoveryResponseSchema(Schema):
-    x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
-    items = fields.List(fields.Nested(DiscoveryItemSchema), required=True)
-    pagination = fields.Nested(PaginationSchema, required=True)
-
-
-class HealthSchema(Schema):
-    status = fields.String(required=True, validate=validate.Equal("ok"))
-
-
-class ReadinessSchema(Schema):
-    status = fields.String(required=True, validate=validate.OneOf(("ok", "unavailable")))
-    checks = fields.Dict(keys=fields.String(), values=fields.String(), required=True, metadata={
-        "description": "event_store, redis, rpc:<network>, fee_payer:<network>:<address> → \"ok\" or why not"})
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -241,11 +167,21 @@ def build_document(*, anonymous: bool = False) -> dict[str, Any]:
     return document
 
 
+PARAMETERS = {
+    "type": "only resources of this type",
+    "tags": "comma-separated, case-insensitive; a resource must carry every one (at most 10 tags of at most 50 "
+            "characters)",
+    "limit": "page size", "offset": "items to skip",
+    "service": "accepted for compatibility; no effect", "path": "accepted for compatibility; no effect",
+}
+
+
 def _tidy_parameters(document: dict[str, Any]) -> None:
     """Loader-side defaults (None, an empty tuple) mean "absent" on the wire: no null, no default in the doc."""
     for item in document["paths"].values():
         for operation in item.values():
             for parameter in operation.get("parameters", []):
+                parameter.setdefault("description", PARAMETERS.get(parameter["name"], ""))
                 schema = parameter["schema"]
                 if schema.get("default") in (None, "()"):
                     schema.pop("default", None)

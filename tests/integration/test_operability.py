@@ -20,8 +20,8 @@ from domain.networks import DEVNET
 from interfaces.observability import JsonFormatter
 from interfaces.workers import catch_up_all
 from tests.conftest import USDC, Gateway, make_gateway
+from tests.faults import TcpProxy, wait_until
 from tests.logcapture import DETECTOR
-from tests.tcpproxy import TcpProxy
 
 SOL = 10**9
 
@@ -45,15 +45,10 @@ def readyz(gateway: Gateway) -> tuple[int, dict[str, Any]]:
     return result.status_code, result.json
 
 
-def ready_within(gateway: Gateway, seconds: float = 10.0) -> dict[str, Any]:
-    """Poll /readyz until 200: a recovered dependency is reconnected to on the next use, not at once."""
-    deadline = time.monotonic() + seconds
-    while True:
-        status, body = readyz(gateway)
-        if status == 200 or time.monotonic() > deadline:
-            assert (status, body["status"]) == (200, "ok"), body
-            return body
-        time.sleep(0.1)
+def ready_again(gateway: Gateway) -> None:
+    """A recovered dependency is reconnected to on its next use: poll /readyz until it answers 200."""
+    wait_until(lambda: readyz(gateway)[0] == 200, timeout=10, interval=0.1, what="/readyz 200")
+    assert readyz(gateway)[1]["status"] == "ok"
 
 
 def failing(body: dict[str, Any]) -> dict[str, str]:
@@ -71,54 +66,45 @@ def test_healthz_answers_and_readyz_names_every_check(opened):
 def test_readyz_is_503_naming_redis_while_it_is_down_and_200_when_it_is_back(opened, redis_url):
     host_port, _, db = redis_url.removeprefix("redis://").partition("/")
     host, _, port = host_port.partition(":")
-    proxy = TcpProxy(host, int(port or 6379)).start()
-    try:
-        gateway = opened(redis_url=proxy.url("redis", f"/{db or 0}"))
+    with TcpProxy(host, int(port or 6379)) as proxy:
+        gateway = opened(redis_url=f"redis://127.0.0.1:{proxy.port}/{db or 0}")
         assert readyz(gateway)[1]["checks"]["redis"] == "ok"
-        proxy.stop()  # Redis goes away
+        proxy.cut()  # Redis goes away
         status, body = readyz(gateway)
         assert (status, body["status"]) == (503, "unavailable")
         assert list(failing(body)) == ["redis"] and body["checks"]["redis"].startswith("down: ")
-        proxy.start()  # and comes back
-        ready_within(gateway)
-    finally:
-        proxy.stop()
+        proxy.restore()  # and comes back
+        ready_again(gateway)
 
 
 def test_readyz_is_503_naming_the_event_store_while_postgres_is_down_and_200_when_it_is_back(opened, postgres_url):
     scheme_user, _, rest = postgres_url.partition("@")
     host_port, _, dbname = rest.partition("/")
     host, _, port = host_port.partition(":")
-    proxy = TcpProxy(host, int(port or 5432)).start()
-    try:
+    with TcpProxy(host, int(port or 5432)) as proxy:
         gateway = opened(database_url=f"{scheme_user}@127.0.0.1:{proxy.port}/{dbname}")
-        ready_within(gateway)
-        proxy.stop()  # the database goes away, live connections cut
+        ready_again(gateway)
+        proxy.cut()  # the database goes away, live connections reset
         status, body = readyz(gateway)
         assert status == 503 and list(failing(body)) == ["event_store"], body
         assert body["checks"]["event_store"].startswith("down: ")
-        proxy.start()
-        ready_within(gateway)
-    finally:
-        proxy.stop()
+        proxy.restore()
+        ready_again(gateway)
 
 
 def test_readyz_is_503_naming_the_rpc_and_the_fee_payer_while_the_node_is_down(opened, sandbox):
     from interfaces.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet:
-        proxy = TcpProxy("127.0.0.1", int(localnet.url.rsplit(":", 1)[1])).start()
-        try:
-            gateway = opened(devnet_rpc_url=proxy.url("http"))
-            ready_within(gateway)
-            proxy.stop()  # the RPC node is unreachable
+        with TcpProxy("127.0.0.1", int(localnet.url.rsplit(":", 1)[1])) as proxy:
+            gateway = opened(devnet_rpc_url=f"http://127.0.0.1:{proxy.port}")
+            ready_again(gateway)
+            proxy.cut()  # the RPC node is unreachable
             status, body = readyz(gateway)
             assert status == 503 and set(failing(body)) == {"rpc:devnet", f"fee_payer:devnet:{gateway.fee_payer}"}
             assert "ChainUnavailableError" in body["checks"]["rpc:devnet"]
-            proxy.start()
-            ready_within(gateway)
-        finally:
-            proxy.stop()
+            proxy.restore()
+            ready_again(gateway)
 
 
 def test_readyz_is_503_naming_a_fee_payer_under_its_floor_until_it_is_funded(opened, sandbox):

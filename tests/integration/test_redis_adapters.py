@@ -136,3 +136,25 @@ def _no_event_store(*_, **__):
 def _split(key: str) -> tuple[str, str]:
     _, _, operation, idempotency_key = key.split(":")
     return idempotency_key, operation
+
+
+def test_rate_limits_on_redis_are_shared_by_every_process_and_the_window_resets(redis_url):
+    from interfaces.http.ratelimit import RateLimited, RateLimiter
+
+    # Two limiters on one Redis: two worker processes, or two hosts.
+    first, second = (RateLimiter(redis_url, "2/second", "60/minute") for _ in range(2))
+    first.check_key("merchant:acme", None)
+    second.check_key("merchant:acme", None)
+    with pytest.raises(RateLimited) as limited:
+        first.check_key("merchant:acme", None)
+    assert limited.value.retry_after == 1
+    second.check_key("merchant:globex", None)  # another key is unaffected
+
+    def allowed() -> bool:
+        try:
+            second.check_key("merchant:acme", None)
+        except RateLimited:
+            return False
+        return True
+
+    wait_until(allowed, timeout=3, what="the next window")

@@ -1,0 +1,88 @@
+"""Marshmallow schemas of the answers the resources build as plain dicts (supported, the discovery catalog, error
+bodies, health): what the OpenAPI document describes them with, and what a test can validate them against."""
+
+from __future__ import annotations
+
+from marshmallow import Schema, fields, validate
+
+from domain.discovery import TYPES
+from domain.networks import X402_VERSION
+
+
+class ErrorSchema(Schema):
+    error = fields.String(required=True, metadata={"description": "a snake_case code"})
+    message = fields.String(required=True)
+
+
+class KindSchema(Schema):
+    x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
+    scheme = fields.String(required=True, validate=validate.Equal("exact"))
+    network = fields.String(required=True)
+    extra = fields.Dict(required=True, metadata={"description": "`feePayer`: the signer to build the transaction "
+                                                                "with"})
+
+
+class SupportedResponseSchema(Schema):
+    kinds = fields.List(fields.Nested(KindSchema), required=True)
+    extensions = fields.List(fields.Dict(), required=True)
+    signers = fields.Dict(keys=fields.String(), values=fields.String(), required=True,
+                          metadata={"description": "CAIP-2 network → comma-separated signer addresses"})
+
+
+class ProviderSchema(Schema):
+    name = fields.String()
+    description = fields.String(allow_none=True)
+    url = fields.String()
+
+
+class ListingMetadataSchema(Schema):
+    title = fields.String()
+    description = fields.String(allow_none=True)
+    tags = fields.List(fields.String())
+
+
+class DiscoveryAcceptSchema(Schema):
+    scheme = fields.String(required=True)
+    network = fields.String(required=True)
+    max_amount_required = fields.String(required=True, data_key="maxAmountRequired")
+    asset = fields.String(required=True)
+    pay_to = fields.String(required=True, data_key="payTo")
+    max_timeout_seconds = fields.Integer(required=True, data_key="maxTimeoutSeconds")
+    description = fields.String(allow_none=True)
+    mime_type = fields.String(allow_none=True, data_key="mimeType")
+    output_schema = fields.Dict(data_key="outputSchema", metadata={"description": "`input` (method, type, "
+                                "queryParams) and `output` (type, schema)"})
+    extra = fields.Dict(metadata={"description": "`asset` and `pricing` (model, amount, asset)"})
+
+
+class DiscoveryItemSchema(Schema):
+    resource = fields.String(required=True)
+    type = fields.String(required=True, validate=validate.OneOf(TYPES))
+    method = fields.String(required=True)
+    x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
+    accepts = fields.List(fields.Nested(DiscoveryAcceptSchema), required=True)
+    last_updated = fields.DateTime(required=True, data_key="lastUpdated")
+    provider = fields.Nested(ProviderSchema)
+    metadata = fields.Nested(ListingMetadataSchema)
+
+
+class PaginationSchema(Schema):
+    total = fields.Integer(required=True, validate=validate.Range(min=0))
+    limit = fields.Integer(required=True, validate=validate.Range(1, 100))
+    offset = fields.Integer(required=True, validate=validate.Range(min=0))
+
+
+class DiscoveryResponseSchema(Schema):
+    x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
+    items = fields.List(fields.Nested(DiscoveryItemSchema), required=True)
+    pagination = fields.Nested(PaginationSchema, required=True)
+
+
+class HealthSchema(Schema):
+    status = fields.String(required=True, validate=validate.Equal("ok"))
+
+
+class ReadinessSchema(Schema):
+    status = fields.String(required=True, validate=validate.OneOf(("ok", "unavailable")))
+    checks = fields.Dict(keys=fields.String(), values=fields.String(), required=True, metadata={
+        "description": "event_store, redis, rpc:<network>, fee_payer:<network>:<address> → \"ok\" or why not"})

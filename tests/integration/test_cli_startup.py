@@ -1,0 +1,90 @@
+"""`paywarden` at start-up: help on every command, and a bad configuration stops it with exit status 2 and one
+line naming the variable (a missing keypair file, an unreachable database or Redis), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from interfaces.cli import main, parser
+
+CONFIG_VARIABLES = ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_DEVNET_RPC_URL",
+                    "PAYWARDEN_MAINNET_RPC_URL", "PAYWARDEN_FEE_PAYER_KEYPAIRS", "PAYWARDEN_FEE_PAYER_KEYS",
+                    "PAYWARDEN_MODE")
+
+
+def commands(p: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    yield prefix
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from commands(sub, (*prefix, name))
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once it is closed
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    for name in CONFIG_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path))
+    return monkeypatch
+
+
+def test_every_command_has_help(capsys):
+    found = list(commands(parser()))
+    assert ("serve",) in found and ("merchant", "create") in found and len(found) > 10
+    for argv in found:
+        with pytest.raises(SystemExit) as done:
+            main([*argv, "--help"])
+        out = capsys.readouterr().out
+        assert done.value.code == 0 and out.startswith("usage: paywarden"), argv
+
+
+def test_a_missing_keypair_file_stops_the_command_with_status_2_and_no_traceback(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
+    env.update(PAYWARDEN_DATA_DIR=str(tmp_path), PAYWARDEN_FEE_PAYER_KEYPAIRS=str(tmp_path / "missing.json"))
+    done = subprocess.run([sys.executable, "-m", "interfaces.cli", "merchant", "create", "acme"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("paywarden: PAYWARDEN_FEE_PAYER_KEYPAIRS names ") and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("argv", [["merchant", "create", "acme"], ["serve", "--no-projections"]])
+def test_an_unreachable_database_stops_the_command_with_status_2_naming_the_variable(env, capsys, argv):
+    env.setenv("PAYWARDEN_DATABASE_URL", f"postgresql://paywarden:s3cret@127.0.0.1:{closed_port()}/paywarden")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paywarden: cannot reach the database PAYWARDEN_DATABASE_URL=postgresql://paywarden:***@")
+    assert "s3cret" not in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_serve_stops_with_status_2_when_redis_is_unreachable(env, capsys):
+    env.setenv("PAYWARDEN_REDIS_URL", f"redis://127.0.0.1:{closed_port()}/0")
+    assert main(["serve", "--no-projections"]) == 2
+    assert capsys.readouterr().err.startswith("paywarden: cannot reach Redis at PAYWARDEN_REDIS_URL")
+
+
+def test_a_file_that_is_no_keypair_is_named(env, tmp_path, capsys):
+    bad = tmp_path / "fee-payer.json"
+    bad.write_text("[1, 2, 3]")
+    env.setenv("PAYWARDEN_FEE_PAYER_KEYPAIRS", str(bad))
+    assert main(["serve"]) == 2
+    assert f"paywarden: {bad} is not a Solana CLI keypair file" in capsys.readouterr().err
+
+
+def test_a_data_directory_that_cannot_be_made_is_named(env, capsys):
+    env.setenv("PAYWARDEN_DATA_DIR", "/proc/paywarden-data")
+    assert main(["merchant", "create", "acme"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paywarden: cannot use /proc/paywarden-data") and "PAYWARDEN_DATA_DIR" in err
