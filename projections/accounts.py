@@ -44,12 +44,12 @@ class AccountsView(SqlView):
 
     def get_key(self, key_hash: str) -> KeyRecord | None:
         # One round trip (every request pays it): a row per capability, none when the merchant has none.
-        rows = [_values(r) for r in self.rows(
+        rows = self.rows(
             "SELECT k.key_hash, k.prefix, k.merchant_id, m.name, k.env, k.revoked, m.rate_limit, m.discovery_enabled, "
             "c.network, c.scheme, c.asset FROM accounts_keys k JOIN accounts_merchants m ON m.merchant_id = "
             "k.merchant_id LEFT JOIN accounts_capabilities c ON c.merchant_id = k.merchant_id WHERE k.key_hash = ?",
             (key_hash,),
-        )]
+        )
         if not rows:
             return None
         stored_hash, prefix, merchant_id, name, env, revoked, rate_limit, discovery = rows[0][:8]
@@ -62,15 +62,11 @@ class AccountsView(SqlView):
             "SELECT m.name FROM accounts_keys k JOIN accounts_merchants m ON m.merchant_id = k.merchant_id "
             "WHERE k.prefix = ?", (prefix,),
         )
-        return _values(rows[0])[0] if rows else None
+        return rows[0][0] if rows else None
 
     def get_discovery_enabled(self, merchant_id: str) -> bool:
         rows = self.rows("SELECT discovery_enabled FROM accounts_merchants WHERE merchant_id = ?", (merchant_id,))
-        return bool(_values(rows[0])[0]) if rows else True
-
-
-def _values(row: Any) -> list[Any]:
-    return list(row.values()) if isinstance(row, dict) else list(row)
+        return bool(rows[0][0]) if rows else True
 
 
 class SqliteAccountsView(AccountsView, SQLiteTrackingRecorder):

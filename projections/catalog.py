@@ -25,7 +25,7 @@ from domain.discovery import ListingDetails, query_params
 from domain.listing import DiscoveryListing
 from domain.networks import X402_VERSION, network
 from projections.runner import catch_up
-from projections.sql import SqlView
+from projections.sql import SqlView, values
 
 SERVED_PROVIDER = ("name", "description", "url")  # provider.contact is accepted, stored, never served
 
@@ -59,11 +59,11 @@ class CatalogView(SqlView):
         condition = " AND ".join(where)
         with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
             c.execute(self.sql(f"SELECT COUNT(*) FROM catalog_listings l WHERE {condition}"), tuple(params))
-            total = _values(c.fetchone())[0]
+            total = values(c.fetchone())[0]
             c.execute(self.sql(f"SELECT l.item FROM catalog_listings l WHERE {condition} "
                                "ORDER BY l.last_updated DESC, l.listing_id LIMIT ? OFFSET ?"),
                       (*params, limit, offset))
-            items = [json.loads(_values(row)[0]) for row in c.fetchall()]
+            items = [json.loads(values(row)[0]) for row in c.fetchall()]
         return Page(items, int(total))
 
     def get_rows(self) -> list[tuple[Any, ...]]:
@@ -71,12 +71,7 @@ class CatalogView(SqlView):
         rows = self.rows("SELECT l.listing_id, l.resource, l.method, l.type, l.last_updated, l.enabled, l.item "
                          "FROM catalog_listings l ORDER BY l.listing_id")
         tags = self.rows("SELECT listing_id, tag FROM catalog_tags ORDER BY listing_id, tag")
-        return [(*_values(r)[:5], bool(_values(r)[5]), json.loads(_values(r)[6]),
-                 [_values(t)[1] for t in tags if _values(t)[0] == _values(r)[0]]) for r in rows]
-
-
-def _values(row: Any) -> list[Any]:
-    return list(row.values()) if isinstance(row, dict) else list(row)
+        return [(*r[:5], bool(r[5]), json.loads(r[6]), [t[1] for t in tags if t[0] == r[0]]) for r in rows]
 
 
 class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
@@ -112,7 +107,7 @@ class CatalogProjection(Projection[CatalogView]):
     def _(self, e: DiscoveryListing.MetadataUpdated, tracking: Tracking) -> None:
         details, key = ListingDetails.from_dict(e.details), str(e.originator_id)
         with self.view.tracked(tracking) as c:
-            resource = _values(c.execute("SELECT resource FROM catalog_listings WHERE listing_id = ?",
+            resource = values(c.execute("SELECT resource FROM catalog_listings WHERE listing_id = ?",
                                          (key,)).fetchone())[0]
             c.execute("UPDATE catalog_listings SET type = ?, last_updated = ?, item = ? WHERE listing_id = ?",
                       (details.type, timestamp(e.verified_at),

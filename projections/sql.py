@@ -46,10 +46,10 @@ class SqlView:
         if self.paramstyle == "format":  # one autocommit statement: no BEGIN/ROLLBACK round trips
             with self.datastore.get_connection() as conn, conn.cursor() as c:  # type: ignore[attr-defined]
                 c.execute(self.sql(statement), tuple(params))
-                return list(c.fetchall())
+                return [values(row) for row in c.fetchall()]
         with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
             c.execute(self.sql(statement), tuple(params))
-            return list(c.fetchall())
+            return [values(row) for row in c.fetchall()]
 
 
 class _Cursor:
@@ -60,5 +60,10 @@ class _Cursor:
         self._cursor.execute(self._view.sql(statement), tuple(params))
         return self._cursor
 
-    def fetchall(self) -> list[Any]:
-        return list(self._cursor.fetchall())
+    def fetchall(self) -> list[list[Any]]:
+        return [values(row) for row in self._cursor.fetchall()]
+
+
+def values(row: Any) -> list[Any]:
+    """A row's values in column order, whichever row type the driver returns (PostgreSQL's are dicts)."""
+    return list(row.values()) if isinstance(row, dict) else list(row)
