@@ -207,15 +207,16 @@ class Payments(Application):
             tx, asset=r.asset, pay_to=r.pay_to, amount=r.amount,
             fee_payers=self._fee_payers.addresses(r.network), limits=self._settings.limits, loaded=loaded,
         )
-        if not chain.account_exists(exact.destination):
+        fee_payer_signature = self._fee_payers.sign(exact.fee_payer, message_bytes(tx))
+        signed = with_fee_payer_signature(tx, fee_payer_signature)
+        simulation = chain.simulate(signed)
+        # Only a failed simulation pays for the second look-up that names a missing destination clearly.
+        if not simulation.ok and not chain.account_exists(exact.destination):
             raise SimulationFailed(exact.payer, {
                 "error": f"destination token account {exact.destination} (payTo's {exact.mint} account) "
                          "does not exist; the merchant must create it before accepting payments",
                 "errorCode": "AccountNotFound", "logs": [],
             })
-        fee_payer_signature = self._fee_payers.sign(exact.fee_payer, message_bytes(tx))
-        signed = with_fee_payer_signature(tx, fee_payer_signature)
-        simulation = chain.simulate(signed)
         if not simulation.ok:
             raise SimulationFailed(exact.payer, {
                 "error": simulation.error, "errorCode": simulation.error_code,

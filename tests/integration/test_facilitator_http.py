@@ -103,6 +103,14 @@ def test_simulation_failure_of_an_unfunded_payer_gives_the_last_five_logs(gatewa
     assert len(details["logs"]) == 5 and any("insufficient funds" in line.lower() for line in details["logs"])
 
 
+def test_a_merchant_without_a_usdc_account_gets_a_clear_reason_and_nothing_moves(gateway):
+    nowhere = Keypair().pubkey()  # a wallet whose USDC account was never created
+    status, body = verify(gateway, gateway.body(gateway.transaction(pay_to=nowhere), payTo=str(nowhere)))
+    assert (status, body["invalidReason"]) == (400, "simulation_failed")
+    assert body["simulationDetails"]["errorCode"] == "AccountNotFound"
+    assert "does not exist" in body["simulationDetails"]["error"]
+
+
 @pytest.mark.parametrize("mutate, code", [
     (lambda b: b["paymentPayload"].update(x402Version=1), Code.INVALID_X402_VERSION),
     (lambda b: b.update(x402Version=3), Code.INVALID_X402_VERSION),

@@ -228,6 +228,7 @@ def test_a_test_key_cannot_pay_on_mainnet(payments, chain):
 
 def test_a_missing_destination_account_fails_fast_with_a_clear_reason(payments, chain):
     chain.accounts_exist = False
+    chain.simulation = Simulation(ok=False, error="invalid account data", error_code="InstructionError")
     payload, requirements = payment()
     outcome = payments.verify(CLIENT, payload, requirements)
     assert outcome.invalid_reason == Code.SIMULATION_FAILED
