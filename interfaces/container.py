@@ -155,7 +155,7 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
         from interfaces.redis_adapters import RedisLocks, RedisResultCache, redis_client
 
         redis = redis_client(config.redis_url)
-        locks, cache = RedisLocks(redis), cache or RedisResultCache(redis)
+        locks, cache = RedisLocks(redis), cache or RedisResultCache(redis, filled_by_projection=True)
     payments = Payments(
         store_env(config, "payments"), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
         cache=cache or InProcessResultCache(), clock=SystemClock(), settings=settings,

@@ -5,9 +5,11 @@ Each application gets its own events table (`payments_events`, `merchants_events
 the application) and each view its own tracking table (`accounts_tracking`), so any number of applications share
 one database without sharing a table.
 
-`PostgresFactory` is eventsourcing's factory with one change: schema creation runs under a PostgreSQL advisory
-lock, so processes starting at once (two `serve` hosts, a worker and the CLI) create each table exactly once
-instead of racing on `CREATE TYPE` / `CREATE TABLE IF NOT EXISTS` (which fail concurrently in PostgreSQL).
+`PostgresFactory` is eventsourcing's factory with three changes: schema creation runs under a PostgreSQL
+advisory lock, so processes starting at once (two `serve` hosts, a worker and the CLI) create each table exactly
+once instead of racing on `CREATE TYPE` / `CREATE TABLE IF NOT EXISTS` (which fail concurrently in PostgreSQL);
+its pool gives up a reconnection chain after a few seconds so the next request retries at once; and applications
+insert their events in one round trip (`PostgresApplicationRecorder`). See docs/production.md.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from psycopg.sql import SQL, Identifier
 
 from interfaces.config import ConfigError
 
-# pg_advisory_lock key: the first 8 bytes of sha256("paywarden schema"), as a signed bigint.
+# The pg_advisory_lock key of schema creation: any constant no other software on the database uses.
 SCHEMA_LOCK_KEY = 0x2F6B_5D0E_7A31_4C19
 FACTORY_TOPIC = "interfaces.pgstore:PostgresFactory"
 RECONNECT_SECONDS = 3.0

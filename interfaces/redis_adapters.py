@@ -85,10 +85,15 @@ class RedisLocks:
 
 
 class RedisResultCache:
-    """Implements `ResultCache` over Redis. Errors are misses (get) or skipped writes (put), never failures."""
+    """Implements `ResultCache` over Redis. Errors are misses (get) or skipped writes (put), never failures.
 
-    def __init__(self, client: redis.Redis, *, ttl_seconds: int = RESULT_TTL_SECONDS) -> None:
-        self._client, self._ttl = client, ttl_seconds
+    With `filled_by_projection`, `put` does nothing: `ResultCacheProjection` fills the cache from the payment
+    events (a round trip less per request; a duplicate arriving before the projection caught up is answered
+    from the event store, as on any miss)."""
+
+    def __init__(self, client: redis.Redis, *, ttl_seconds: int = RESULT_TTL_SECONDS,
+                 filled_by_projection: bool = False) -> None:
+        self._client, self._ttl, self._projected = client, ttl_seconds, filled_by_projection
 
     def get(self, key: str, operation: str) -> dict[str, Any] | None:
         try:
@@ -99,6 +104,8 @@ class RedisResultCache:
         return _loads(raw)
 
     def put(self, key: str, operation: str, result: dict[str, Any]) -> None:
+        if self._projected:
+            return
         try:
             self._client.set(result_key(key, operation), json.dumps(result, separators=(",", ":")), ex=self._ttl)
         except redis.RedisError as down:

@@ -44,7 +44,9 @@ def _trusted(address: str, trusted: tuple[str, ...]) -> bool:
 
 class RateLimiter:
     def __init__(self, storage_uri: str, per_key: str, per_ip: str) -> None:
-        self._storage = storage.storage_from_string(storage_uri)
+        # On Redis, fail fast (1 s) when it is unreachable: the request then fails (500), it does not hang.
+        options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0} if storage_uri.startswith("redis") else {}
+        self._storage = storage.storage_from_string(storage_uri, **options)
         self._limiter = strategies.FixedWindowRateLimiter(self._storage)
         self.per_key, self.per_ip = parse(per_key), parse(per_ip)
 

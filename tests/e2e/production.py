@@ -181,7 +181,7 @@ def production_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Produ
             yield stack
         finally:
             for server in stack.servers:
-                server.stop(signal.SIGKILL if server.process.poll() is None else signal.SIGTERM)
+                server.stop()
             rpc.close()
             container.close()
             drop_postgres_database(database_url)

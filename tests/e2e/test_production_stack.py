@@ -23,6 +23,7 @@ from domain.merchant import key_hash
 from domain.networks import DEVNET
 from interfaces.exact_client import build_exact_payment, to_base64
 from interfaces.signers import write_keypair
+from projections.results import ResultCacheProjection
 from tests.conftest import USDC
 from tests.e2e.production import ProductionStack, Server, alive, children, fund, production_stack
 from tests.faults import wait_until
@@ -149,6 +150,27 @@ def test_a_worker_killed_between_broadcast_and_confirmation_is_reconciled_by_sig
                                                                "Confirmed"]
 
 
+def test_a_settle_waiting_on_the_chain_does_not_hold_up_the_other_requests_of_its_worker(production, servers):
+    server = servers[1]  # one gevent worker
+    payer, pay_to = Keypair(), Keypair()
+    fund(production, payer, pay_to, usdc=2 * USDC)
+    slow, quick = payment(production, payer, pay_to), payment(production, payer, pay_to)
+    production.rpc.hold_broadcast()
+    settled: list[object] = []
+    request = threading.Thread(target=lambda: settled.append(_settle_or_error(server, slow, production.api_key)))
+    request.start()
+    try:
+        assert production.rpc.broadcast.wait(30)
+        # The settle's greenlet waits on the RPC answer; the same worker serves a verify meanwhile.
+        answer = post(server, "/verify", quick, production.api_key)
+        assert answer.status_code == 200 and answer.json()["isValid"] is True
+        assert request.is_alive()
+    finally:
+        production.rpc.release.set()
+        request.join(30)
+    assert isinstance(settled[0], httpx.Response) and settled[0].json()["success"] is True
+
+
 def _settle_or_error(server: Server, body: dict, api_key: str) -> httpx.Response | Exception:
     try:
         return post(server, "/settle", body, api_key)
@@ -179,9 +201,9 @@ def test_zz_serve_stops_the_server_and_the_projection_worker_on_sigterm(producti
     commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ") for pid in tree}
     assert any(b"gunicorn" in c for c in commands.values()) and any(b" project " in c for c in commands.values())
     # The projection worker filled the result cache: its tracking position in Redis is the newest payment event.
-    newest = production.container.payments.recorder.max_notification_id()
-    redis = production.container.redis
-    wait_until(lambda: int(redis.get("paywarden:result_cache:tracking:Payments") or 0) >= newest - 1, timeout=20,
+    recorder, redis = production.container.payments.recorder, production.container.redis
+    newest = recorder.select_notifications(start=None, limit=100_000, topics=ResultCacheProjection.topics)[-1].id
+    wait_until(lambda: int(redis.get("paywarden:result_cache:tracking:Payments") or 0) == newest, timeout=20,
                what="the result cache projection")
     descendants = tree + [pid for parent in tree for pid in children(parent)]
     assert server.stop(signal.SIGTERM) == 0

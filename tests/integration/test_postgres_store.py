@@ -81,3 +81,63 @@ def test_a_restart_finds_its_schema_and_its_history(tmp_path: Path, sandbox, pos
         assert replay.headers.get("Idempotent-Replayed") == "true"
     finally:
         second.container.close()
+
+
+def test_concurrent_writers_never_let_a_follower_skip_an_event(tmp_path: Path, postgres_url):
+    config = Config(data_dir=tmp_path, database_url=postgres_url)
+    writers = [Merchants(store_env(config, "merchants")) for _ in range(4)]
+    follower = Merchants(store_env(config, "merchants"))
+    # Widen the race: each insert dawdles before its commit, so a later insert could commit first.
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE FUNCTION dawdle() RETURNS trigger LANGUAGE plpgsql AS "
+                     "$$ BEGIN PERFORM pg_sleep(random() * 0.004); RETURN NULL; END; $$")
+        conn.execute("CREATE TRIGGER dawdle AFTER INSERT ON merchants_events FOR EACH ROW EXECUTE FUNCTION dawdle()")
+    seen, done = [], threading.Event()
+
+    def follow() -> None:
+        position = 0
+        while True:
+            finished = done.is_set()
+            batch = follower.recorder.select_notifications(start=position, limit=100, inclusive_of_start=False)
+            seen.extend(n.id for n in batch)
+            position = batch[-1].id if batch else position
+            if finished and not batch:
+                return
+
+    def write(app: Merchants, i: int) -> None:
+        for j in range(50):
+            app.register(f"merchant-{i}-{j}")
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    threads = [threading.Thread(target=write, args=(app, i)) for i, app in enumerate(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    done.set()
+    reader.join(30)
+    try:
+        recorded = [n.id for n in follower.recorder.select_notifications(start=None, limit=1000)]
+        assert len(recorded) == 200 and seen == recorded  # in order, and nothing passed over
+    finally:
+        for app in (*writers, follower):
+            app.close()
+
+
+def test_one_round_trip_inserts_keep_each_applications_events_in_its_own_table(tmp_path: Path, postgres_url):
+    config = Config(data_dir=tmp_path, database_url=postgres_url)
+    merchants, again = Merchants(store_env(config, "merchants")), Merchants(store_env(config, "merchants"))
+    try:
+        from application.merchants import MerchantExistsError
+
+        first = merchants.register("acme")
+        with pytest.raises(MerchantExistsError):  # the event store refuses the same aggregate id twice
+            again.register("acme")
+        assert merchants.recorder.max_notification_id() == 1 and merchants.get_merchant("acme").id == first.id
+        with psycopg.connect(postgres_url) as conn:
+            functions = {f for (f,) in conn.execute("SELECT proname FROM pg_proc WHERE proname LIKE '%_insert'")}
+        assert "merchants_events_insert" in functions
+    finally:
+        merchants.close()
+        again.close()

@@ -21,7 +21,8 @@ def test_a_postgres_url_becomes_the_event_stores_environment():
     assert env["PERSISTENCE_MODULE"] == FACTORY_TOPIC
     assert (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]) == ("pay@warden", "s:cret")
     assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]) == ("db.internal", "6543", "paywarden")
-    assert (env["POSTGRES_POOL_SIZE"], env["POSTGRES_MAX_OVERFLOW"], env["POSTGRES_CONNECT_TIMEOUT"]) == ("1", "11", "3")
+    pool = env["POSTGRES_POOL_SIZE"], env["POSTGRES_MAX_OVERFLOW"], env["POSTGRES_CONNECT_TIMEOUT"]
+    assert pool == ("1", "11", "3")
     assert postgres_env("postgres://u@h/d")["POSTGRES_PORT"] == "5432"
 
 
