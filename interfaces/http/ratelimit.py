@@ -47,7 +47,8 @@ class RateLimiter:
         # On Redis, fail fast (1 s) when it is unreachable: the request then fails (500), it does not hang.
         options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0} if storage_uri.startswith("redis") else {}
         self._storage = storage.storage_from_string(storage_uri, **options)
-        self._limiter = strategies.FixedWindowRateLimiter(self._storage)
+        # A moving window: "100 per minute" holds over any 60 seconds, not 200 across a fixed window's edge.
+        self._limiter = strategies.MovingWindowRateLimiter(self._storage)
         self.per_key, self.per_ip = parse(per_key), parse(per_ip)
 
     def check(self, item: RateLimitItem, *identity: str) -> None:
