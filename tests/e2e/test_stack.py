@@ -46,7 +46,8 @@ def test_up_prints_every_address_and_keypair_files_in_the_solana_cli_format(stac
         values = json.loads(Path(path).read_text())
         assert len(values) == 64 and all(0 <= v < 256 for v in values)
     assert str(payer_keypair(stack).pubkey()) == stack["payer"]
-    assert httpx.post(stack["rpc_url"], json={"jsonrpc": "2.0", "id": 1, "method": "getHealth"}).json()["result"] == "ok"
+    health = httpx.post(stack["rpc_url"], json={"jsonrpc": "2.0", "id": 1, "method": "getHealth"})
+    assert health.json()["result"] == "ok"
 
 
 def test_the_x402_sdk_client_pays_the_example_merchant_api(stack):
