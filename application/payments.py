@@ -12,7 +12,7 @@ import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
@@ -37,6 +37,9 @@ from domain.networks import SCHEME_EXACT, network
 from domain.payment import Payment, PaymentState
 from domain.signing import base58_signature
 from domain.x402 import PaymentPayload, Requirements
+
+if TYPE_CHECKING:
+    from solders.transaction import VersionedTransaction
 
 SIMULATION_LOG_LINES = 5
 Outcome = TypeVar("Outcome", VerifyOutcome, SettleOutcome)
@@ -64,6 +67,8 @@ class _Request:
     payload: PaymentPayload
     requirements: Requirements
     chain: Chain
+    transaction: VersionedTransaction
+    fingerprint: str
     key: str
 
 
@@ -145,15 +150,15 @@ class Payments(Application):
         if fee_payer is not None and fee_payer not in self._fee_payers.addresses(requirements.network):
             raise PaymentRejected(Code.INVALID_FEE_PAYER, f"feePayer {fee_payer} is not a signer of this service")
         tx = decode_transaction(payload.transaction)
-        key = idempotency_key(client.id, requirements.amount, payment_fingerprint(tx))
-        return _Request(client, payload, requirements, chain, key)
+        fingerprint = payment_fingerprint(tx)
+        key = idempotency_key(client.id, requirements.amount, fingerprint)
+        return _Request(client, payload, requirements, chain, tx, fingerprint, key)
 
     def _receive(self, request: _Request) -> Payment:
-        tx = decode_transaction(request.payload.transaction)
         r = request.requirements
         return Payment(
             idempotency_key=request.key, client_id=request.client.id, network=r.network, asset=r.asset,
-            amount=r.amount, pay_to=r.pay_to, terms_digest=r.digest, client_signature=payment_fingerprint(tx),
+            amount=r.amount, pay_to=r.pay_to, terms_digest=r.digest, client_signature=request.fingerprint,
             extensions=dict(request.payload.extensions), resource=request.payload.resource,
             max_timeout_seconds=r.max_timeout_seconds,
         )
@@ -200,8 +205,7 @@ class Payments(Application):
 
     def _evaluate(self, request: _Request) -> tuple[ExactPayment, bytes, str]:
         """Inspect, check the destination exists, co-sign and simulate: the transaction and its signature."""
-        tx = decode_transaction(request.payload.transaction)
-        r, chain = request.requirements, request.chain
+        tx, r, chain = request.transaction, request.requirements, request.chain
         loaded = {table: list(chain.lookup_table_addresses(table)) for table in lookup_tables(tx)}
         exact = inspect_exact(
             tx, asset=r.asset, pay_to=r.pay_to, amount=r.amount,
