@@ -58,7 +58,9 @@ def _settle_status(outcome: SettleOutcome) -> str:
 
 
 class SupportedResource:
-    """The kinds the client's capabilities enable on the networks served here, each with `extra.feePayer`."""
+    """The kinds the client's capabilities enable on the networks served here, each with `extra.feePayer`, and
+    `signers` as x402 v2's reference facilitator sends them: CAIP family (`solana:*`) → its signer addresses, once
+    each, in order, for the families of the kinds listed."""
 
     authenticate, rate_limit = True, "key"
 
@@ -76,5 +78,13 @@ class SupportedResource:
                 for n in networks
             ],
             "extensions": [],
-            "signers": {n: ",".join(self._fee_payers.addresses(n)) for n in networks},
+            "signers": _signers_by_family(networks, self._fee_payers),
         }
+
+
+def _signers_by_family(networks: list[str], fee_payers: KeypairFeePayers) -> dict[str, list[str]]:
+    signers: dict[str, list[str]] = {}
+    for n in networks:
+        family = signers.setdefault(n.split(":", 1)[0] + ":*", [])
+        family.extend(a for a in fee_payers.addresses(n) if a not in family)
+    return signers

@@ -25,8 +25,9 @@ class KindSchema(Schema):
 class SupportedResponseSchema(Schema):
     kinds = fields.List(fields.Nested(KindSchema), required=True)
     extensions = fields.List(fields.Dict(), required=True)
-    signers = fields.Dict(keys=fields.String(), values=fields.String(), required=True,
-                          metadata={"description": "CAIP-2 network → comma-separated signer addresses"})
+    signers = fields.Dict(keys=fields.String(), values=fields.List(fields.String()), required=True,
+                          metadata={"description": "CAIP family (`solana:*`) → the signer addresses serving its "
+                                                   "networks, as x402 v2 and its reference facilitator send it"})
 
 
 class ProviderSchema(Schema):

@@ -250,7 +250,7 @@ def test_supported_lists_the_enabled_kinds_with_the_fee_payer(gateway):
             "kinds": [{"x402Version": 2, "scheme": "exact", "network": DEVNET.caip2,
                        "extra": {"feePayer": gateway.fee_payer}}],
             "extensions": [],
-            "signers": {DEVNET.caip2: gateway.fee_payer},
+            "signers": {"solana:*": [gateway.fee_payer]},
         }
     assert gateway.client.simulate_get("/supported", headers={"Authorization": "Bearer x"}).status_code == 401
 
