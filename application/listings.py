@@ -30,6 +30,7 @@ from domain.discovery import (
     check_addresses,
     parse_info,
     parse_resource_url,
+    provider_url,
 )
 from domain.listing import Change, DiscoveryListing, ListingOwnershipError, listing_id
 from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS, SCHEME_EXACT
@@ -163,12 +164,15 @@ class Listings(EventSourcedProjection[UUID]):
         return change, listing
 
     def _validate(self, payment: VerifiedPayment) -> tuple[str, ListingDetails]:
-        details = parse_info(payment.extensions.get("bazaar"), registered=payment.registered)
+        details = parse_info(payment.extensions.get("bazaar"), registered=payment.registered,
+                             production=self._production)
         if not (payment.resource or {}).get("url"):
             raise DiscoveryInvalid(Reason.MISSING_RESOURCE, "the payment payload names no resource.url")
         resource = parse_resource_url(payment.resource["url"], production=self._production)
-        if self._production and not resource.is_address:
-            check_addresses(resource.host, self._resolver.resolve(resource.host))
+        # provider.url follows the resource URL's rules: an invalid one skips the registration (docs/discovery.md).
+        for link in (resource, provider_url(details, production=self._production)):
+            if self._production and link is not None and not link.is_address:
+                check_addresses(link.host, self._resolver.resolve(link.host))
         return resource.url, details
 
     def _discovery_enabled(self, client_id: str) -> bool:

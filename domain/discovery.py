@@ -68,19 +68,20 @@ class ResourceUrl:
     is_address: bool  # the host is an IP literal, so there is nothing to resolve
 
 
-def parse_resource_url(raw: Any, *, production: bool) -> ResourceUrl:
+def parse_resource_url(raw: Any, *, production: bool, what: str = "the resource URL") -> ResourceUrl:
+    """The URL rules, for the resource URL and for `provider.url` alike (`what` names it in messages)."""
     if not isinstance(raw, str) or not raw or len(raw) > MAX_URL or not PRINTABLE.fullmatch(raw):
-        raise DiscoveryInvalid(Reason.INVALID_URL, "the resource URL must be printable ASCII of 1-2048 characters")
+        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} must be printable ASCII of 1-2048 characters")
     try:
         parts = urlsplit(raw)
         port = parts.port
     except ValueError as bad:
-        raise DiscoveryInvalid(Reason.INVALID_URL, f"the resource URL does not parse: {bad}") from None
+        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} does not parse: {bad}") from None
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
-        raise DiscoveryInvalid(Reason.INVALID_URL, "the resource URL must use http:// or https://")
+        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} must use http:// or https://")
     if parts.username is not None or parts.password is not None:
-        raise DiscoveryInvalid(Reason.INVALID_URL, "the resource URL must not carry credentials")
+        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} must not carry credentials")
     host = (parts.hostname or "").rstrip(".")
     address = _address(host)
     if address is None:
@@ -115,9 +116,39 @@ def _check_hostname(host: str, *, production: bool) -> None:
 
 
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Globally routable unicast: not loopback, private, link-local, reserved, multicast or unspecified."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Globally routable unicast: not loopback, private, link-local, reserved, multicast or unspecified; an IPv6
+    address that embeds an IPv4 one (mapped, compatible, 6to4, Teredo, NAT64) only if every embedded one is too."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        elif address in LOCAL_NAT64:
+            return False  # RFC 8215: local-use translation, never globally routed; the IPv4 may sit at any offset
+        elif not all(_routable(embedded) for embedded in embedded_ipv4(address)):
+            return False
+    return _routable(address)
+
+
+# IPv6 ranges that carry an IPv4 address in their low 32 bits (RFC 4291 2.5.5.1, RFC 6052) and a local-use
+# NAT64 prefix (RFC 8215) whose embedding offset depends on the operator's prefix length.
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to: 6to4 (2002::/16), Teredo (2001::/32: server and client),
+    NAT64 (64:ff9b::/96) and IPv4-compatible (::/96) addresses."""
+    found: list[ipaddress.IPv4Address] = []
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    if address in NAT64 or address in IPV4_COMPATIBLE:
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
+
+
+def _routable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return address.is_global and not (
         address.is_private or address.is_loopback or address.is_link_local or address.is_reserved
         or address.is_multicast or address.is_unspecified
@@ -159,10 +190,14 @@ class ListingDetails:
 
 
 def size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    """Bytes of compact JSON; a value JSON cannot carry (NaN, Infinity, anything nested absurdly) is refused."""
+    try:
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+    except (ValueError, TypeError, RecursionError):
+        raise DiscoveryInvalid(Reason.INVALID_FIELD, "info holds a value JSON cannot carry (NaN, Infinity)") from None
 
 
-def parse_info(bazaar: Any, *, registered: bool) -> ListingDetails:
+def parse_info(bazaar: Any, *, registered: bool, production: bool = False) -> ListingDetails:
     """Validate `extensions.bazaar.info`; keep only documented fields, and title/tags/provider if registered."""
     if not isinstance(bazaar, dict):
         raise DiscoveryInvalid(Reason.INVALID_EXTENSION, "extensions.bazaar must be an object")
@@ -187,7 +222,7 @@ def parse_info(bazaar: Any, *, registered: bool) -> ListingDetails:
     title = _text(info, "title", "") or None
     provider = _fields(info, "provider", ("name", "description", "url", "contact"))
     if provider and "url" in provider:
-        _check_link(provider["url"])
+        parse_resource_url(provider["url"], production=production, what="provider.url")
     return replace(details, title=title, tags=_tags(info), provider=provider)
 
 
@@ -239,10 +274,10 @@ def _tags(info: dict[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(lowered))
 
 
-def _check_link(url: str) -> None:
-    scheme = urlsplit(url).scheme.lower() if PRINTABLE.fullmatch(url or "-") else ""
-    if scheme not in DEFAULT_PORTS:
-        raise DiscoveryInvalid(Reason.INVALID_FIELD, "provider.url must be an http:// or https:// URL")
+def provider_url(details: ListingDetails, *, production: bool) -> ResourceUrl | None:
+    """`provider.url` under the resource URL's rules (its host is resolved like the resource's), if any."""
+    url = (details.provider or {}).get("url")
+    return parse_resource_url(url, production=production, what="provider.url") if url else None
 
 
 def query_params(details: ListingDetails) -> dict[str, str]:

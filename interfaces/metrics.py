@@ -17,6 +17,11 @@ from prometheus_client.registry import Collector
 
 from interfaces.observability import MULTIPROC_ENV
 
+# Label values come from these sets only, so a client cannot mint series: any other method is "other", and a
+# path no resource serves is the route "unmatched" (interfaces/http/requestlog.py).
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"})
+OTHER_METHOD = "other"
+
 REQUESTS = Counter("paywarden_http_requests", "HTTP requests answered, by method, route template and status.",
                    ["method", "route", "status"])
 PAYMENT_DURATION = Histogram(
@@ -37,6 +42,11 @@ CHAIN_ERRORS = Counter(
     "paywarden_chain_rpc_errors", "Chain calls that raised, by network, method and error "
     "(unavailable: transport or nonsense; refused: the broadcast was refused).", ["network", "method", "error"],
 )
+
+
+def method_label(method: str) -> str:
+    """The request method as a metric label: one of METHODS, else "other"."""
+    return method if method in METHODS else OTHER_METHOD
 
 
 class ScrapeCollector(Collector):

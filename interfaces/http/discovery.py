@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import falcon
@@ -42,6 +43,18 @@ class DiscoveryQuerySchema(Schema):
         return data
 
 
+def finite(value: Any) -> Any:
+    """The value with every NaN or infinity replaced by null: the catalog is strict JSON whatever was stored
+    (the rules refuse such numbers since issue 10; a listing recorded before keeps its other fields)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite(item) for item in value]
+    return value
+
+
 class DiscoveryResourcesResource:
     rate_limit = "ip"
 
@@ -53,7 +66,7 @@ class DiscoveryResourcesResource:
         body = self._cache.get(query["key"])
         if body is None:
             page = list_resources(self._catalog, query["type"], query["tags"], query["limit"], query["offset"])
-            body = {"x402Version": X402_VERSION, "items": page.items,
+            body = {"x402Version": X402_VERSION, "items": finite(page.items),
                     "pagination": {"total": page.total, "limit": query["limit"], "offset": query["offset"]}}
             self._cache.put(query["key"], body)
         resp.media = body

@@ -14,7 +14,7 @@ import uuid
 import falcon
 
 from domain.clients import ANONYMOUS_ID
-from interfaces.metrics import PAYMENT_DURATION, PAYMENT_OUTCOMES, RATE_LIMITED, REQUESTS
+from interfaces.metrics import PAYMENT_DURATION, PAYMENT_OUTCOMES, RATE_LIMITED, REQUESTS, method_label
 
 REQUEST_ID = "X-Request-Id"
 SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -61,7 +61,7 @@ class RequestLogMiddleware:
         rid = getattr(req.context, "request_id", None) or request_id(req)
         resp.set_header(REQUEST_ID, rid)
         route, status = req.uri_template or UNMATCHED, resp.status_code
-        REQUESTS.labels(req.method, route, str(status)).inc()
+        REQUESTS.labels(method_label(req.method), route, str(status)).inc()
         operation = getattr(resource, "operation", None)
         media = resp.media if resp.data is None and resp.text is None else None
         result = outcome(operation, media) if operation in ("verify", "settle") else None
@@ -74,7 +74,7 @@ class RequestLogMiddleware:
             scope = "key" if client_label(req) != "anonymous" else "ip"
             RATE_LIMITED.labels(scope, route).inc()
         fields = {
-            "method": req.method, "route": route, "path": req.path[:200], "status": status,
+            "method": req.method[:32], "route": route, "path": req.path[:200], "status": status,
             "duration_ms": round(elapsed * 1000, 2), "request_id": rid, "client": client_label(req),
         }
         reason = result[1] if result and result[1] != "none" else _error_code(media) if status >= 400 else None

@@ -35,7 +35,8 @@ INFO = {
     "tags": ["Weather", "forecast"], "pricing": {"model": "per_request", "amount": "0.01", "asset": "USDC"},
     "undocumented": {"dropped": True},
 }
-PUBLIC_DNS = {"api.weather.example.com": ["93.184.216.34"], "intranet.example.com": ["10.20.30.40"]}
+PUBLIC_DNS = {"api.weather.example.com": ["93.184.216.34"], "intranet.example.com": ["10.20.30.40"],
+              "acme.example.com": ["93.184.216.35"], "six.example.com": ["2002:a00:1::1"]}
 amounts = itertools.count(10_000)
 
 
@@ -220,6 +221,11 @@ HOST_254 = ("a" * 63 + ".") * 3 + "b" * 58 + ".com"
      "schema_too_large"),
     ("ftp://api.weather.example.com/forecast", INFO, "invalid_url"),
     (URL, {**INFO, "method": "TRACE"}, "invalid_method"),
+    ("https://six.example.com/forecast", INFO, "private_address"),  # 6to4 of 10.0.0.1
+    ("https://[64:ff9b::a00:1]/forecast", INFO, "private_address"),  # NAT64 of 10.0.0.1
+    (URL, {**INFO, "provider": {"name": "Acme", "url": "https://intranet.example.com/"}}, "private_address"),
+    (URL, {**INFO, "provider": {"name": "Acme", "url": "https://[2002:c0a8:1::1]/"}}, "private_address"),
+    (URL, {**INFO, "provider": {"name": "Acme", "url": "https://nowhere.example.com/"}}, "unresolvable"),
 ])
 def test_an_invalid_registration_lists_nothing_and_the_verify_answers_as_without_the_extension(public, url, info,
                                                                                                  reason):

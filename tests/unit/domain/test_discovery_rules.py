@@ -79,6 +79,35 @@ def test_in_production_no_local_private_link_local_reserved_or_multicast_address
     assert parse_resource_url(url, production=False).url  # a developer's sandbox may list them
 
 
+# An IPv6 address that leads to a private or reserved IPv4 one: 6to4, Teredo (client 10.0.0.1, or server
+# 192.168.0.1), NAT64 (well-known and local-use prefixes), IPv4-mapped and IPv4-compatible.
+EMBEDDING_PRIVATE = ["2002:a00:1::1", "2002:7f00:1::", "2001:0:4136:e378:8000:63bf:f5ff:fffe",
+                     "2001:0:c0a8:1::1", "64:ff9b::a00:1", "64:ff9b::a9fe:a9fe", "64:ff9b:1::a00:1",
+                     "64:ff9b:1:a00:1::", "::ffff:127.0.0.1", "::10.0.0.1", "::169.254.169.254"]
+
+
+@pytest.mark.parametrize("address", EMBEDDING_PRIVATE)
+def test_in_production_an_ipv6_address_embedding_a_private_ipv4_is_refused_literal_or_resolved(address):
+    refused(Reason.PRIVATE_ADDRESS, parse_resource_url, f"https://[{address}]/x", production=True)
+    refused(Reason.PRIVATE_ADDRESS, check_addresses, "sneaky.example.com", ["93.184.216.34", address])
+
+
+def test_a_6to4_address_of_a_public_ipv4_is_public():
+    assert parse_resource_url("https://[2002:5db8:d822::1]/x", production=True).host == "2002:5db8:d822::1"
+    check_addresses("six.example.com", ["2002:5db8:d822::1", "::ffff:93.184.216.34"])
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("https://10.1.2.3/", Reason.PRIVATE_ADDRESS), ("http://localhost:8080/", Reason.PRIVATE_ADDRESS),
+    ("https://[2002:a00:1::1]/", Reason.PRIVATE_ADDRESS), ("https://db.internal/", Reason.PRIVATE_ADDRESS),
+])
+def test_in_production_provider_url_follows_the_resource_url_rules(url, reason):
+    info = {"info": {"provider": {"name": "Acme", "url": url}}}
+    refused(reason, parse_info, info, registered=True, production=True)
+    assert parse_info(info, registered=True, production=False).provider == {"name": "Acme", "url": url}
+    assert parse_info(info, registered=False, production=True).provider is None  # not kept, so not checked
+
+
 def test_in_production_a_hostname_must_resolve_to_public_addresses_only():
     check_addresses("api.example.com", ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"])
     refused(Reason.PRIVATE_ADDRESS, check_addresses, "rebind.example.com", ["93.184.216.34", "10.0.0.7"])
@@ -152,7 +181,11 @@ def test_the_seven_methods_are_accepted(method):
     ({"tags": "weather"}, Reason.INVALID_FIELD),
     ({"tags": ["a,b"]}, Reason.INVALID_FIELD),
     ({"tags": [f"t{i}" for i in range(11)]}, Reason.INVALID_FIELD),
-    ({"provider": {"url": "javascript:alert(1)"}}, Reason.INVALID_FIELD),
+    ({"provider": {"url": "javascript:alert(1)"}}, Reason.INVALID_URL),
+    ({"provider": {"url": "https://user:secret@acme.example.com/"}}, Reason.INVALID_URL),
+    ({"provider": {"url": "https://under_score.example.com/"}}, Reason.INVALID_HOSTNAME),
+    ({"input": {"schema": {"maximum": float("nan")}}}, Reason.INVALID_FIELD),
+    ({"pricing": {"amount": float("inf")}}, Reason.INVALID_FIELD),
     ({"input": {"schema": "not an object"}}, Reason.INVALID_FIELD),
     ({"description": "x" * 2000}, Reason.INVALID_FIELD),
 ])

@@ -1,0 +1,69 @@
+"""The API's one JSON reader, on an endpoint that is not verify or settle: strict JSON, a depth limit, and the
+{"error", "message"} body shape for every refusal."""
+
+from __future__ import annotations
+
+import falcon
+import pytest
+from falcon import testing
+
+from interfaces.http import errors
+from interfaces.http.body import MAX_JSON_DEPTH, depth, parse_json, read_json
+
+
+class Echo:
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"read": read_json(req)}
+
+
+@pytest.fixture
+def client() -> testing.TestClient:
+    app = falcon.App()
+    app.add_route("/echo", Echo())
+    errors.register(app)
+    return testing.TestClient(app)
+
+
+def post(client: testing.TestClient, raw: bytes, **headers: str) -> testing.Result:
+    return client.simulate_post("/echo", body=raw, headers={"Content-Type": "application/json", **headers})
+
+
+@pytest.mark.parametrize("raw", [b'{"a": NaN}', b'{"a": Infinity}', b'{"a": -Infinity}', b'{"a": [1e999]}',
+                                 b'{"a": -1E+400}'])
+def test_numbers_json_does_not_have_are_invalid_payload(client, raw):
+    result = post(client, raw)
+    assert result.status_code == 400 and result.json["error"] == "invalid_payload"
+    assert "not valid JSON" in result.json["message"]
+
+
+def test_ordinary_numbers_still_read():
+    assert parse_json(b'{"a": 1.5e3, "b": -0.0, "c": 12345678901234567890, "d": 1e308}') == {
+        "a": 1500.0, "b": -0.0, "c": 12345678901234567890, "d": 1e308}
+
+
+def nested(levels: int) -> bytes:
+    return b'{"a":' * (levels - 1) + b"[]" + b"}" * (levels - 1)
+
+
+def test_the_depth_limit_is_64_nested_arrays_and_objects(client):
+    assert depth(parse_json(nested(MAX_JSON_DEPTH))) == MAX_JSON_DEPTH == 64
+    assert post(client, nested(MAX_JSON_DEPTH)).status_code == 200
+    too_deep = post(client, nested(MAX_JSON_DEPTH + 1))
+    assert too_deep.status_code == 400 and too_deep.json["error"] == "invalid_payload"
+    assert "deeper than 64" in too_deep.json["message"]
+
+
+@pytest.mark.parametrize("raw", [b"[" * 60_000, b'{"a":' * 13_000, b"[" * 30_000 + b"]" * 30_000])
+def test_nesting_far_past_the_recursion_limit_is_400_not_500(client, raw):
+    result = post(client, raw)
+    assert result.status_code == 400 and result.json["error"] == "invalid_payload"
+
+
+def test_a_chunked_body_on_a_server_that_does_not_terminate_the_stream_is_411(client):
+    result = post(client, b"", **{"Transfer-Encoding": "chunked"})
+    assert result.status_code == 411 and result.json["error"] == "invalid_payload"
+
+
+def test_an_empty_body_without_length_is_not_json(client):
+    result = post(client, b"")
+    assert result.status_code == 400 and result.json["error"] == "invalid_payload"
