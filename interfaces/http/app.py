@@ -13,7 +13,7 @@ from interfaces.http.health import HealthzResource, ReadyzResource
 from interfaces.http.metrics import MetricsResource
 from interfaces.http.openapi import OpenApiResource, build_document
 from interfaces.http.payments import SettleResource, SupportedResource, VerifyResource
-from interfaces.http.ratelimit import RateLimiter, RateLimitMiddleware
+from interfaces.http.ratelimit import FailedAuthLimit, RateLimiter, RateLimitMiddleware
 from interfaces.http.requestlog import RequestLogMiddleware
 
 
@@ -22,7 +22,8 @@ def create_app(container: Container) -> falcon.App:
     authenticator = Authenticator(container.accounts, anonymous=container.config.anonymous, served=served)
     config = container.config
     limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)
-    app = falcon.App(middleware=[RequestLogMiddleware(), AuthMiddleware(authenticator),
+    failures = FailedAuthLimit(limiter, config.trusted_proxies)
+    app = falcon.App(middleware=[RequestLogMiddleware(), AuthMiddleware(authenticator, failures),
                                  RateLimitMiddleware(limiter, config.trusted_proxies)])
     app.req_options.strip_url_path_trailing_slash = True
     verify, settle = VerifyResource(container.payments), SettleResource(container.payments)

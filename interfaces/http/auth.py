@@ -9,6 +9,7 @@ import falcon
 from domain.clients import ANONYMOUS_ID, Capability, Client
 from domain.merchant import key_hash, parse_key, same_hash
 from domain.networks import NETWORKS, SCHEME_EXACT, KeyEnv
+from interfaces.http.ratelimit import FailedAuthLimit
 from projections.accounts import AccountsView
 
 
@@ -29,10 +30,14 @@ class Authenticator:
         )
 
     def client(self, req: falcon.Request) -> Client:
+        return self.identify(req)[0]
+
+    def identify(self, req: falcon.Request) -> tuple[Client, str | None]:
+        """The client, and the SHA-256 of the API key it authenticated with (None for the anonymous identity)."""
         header = req.get_header("Authorization")
         if header is None:
             if self._anonymous:
-                return self._public
+                return self._public, None
             raise Unauthorized("missing_api_key", "send Authorization: Bearer <API key>")
         scheme, _, api_key = header.partition(" ")
         if scheme.lower() != "bearer" or parse_key(api_key.strip()) is None:
@@ -48,16 +53,28 @@ class Authenticator:
             id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
             capabilities=frozenset(Capability(*c) for c in record.capabilities),
             rate_limit_per_minute=record.rate_limit_per_minute,
-        )
+        ), record.key_hash
 
 
 class AuthMiddleware:
-    """Resolves `req.context.client` for resources that declare `authenticate = True`."""
+    """Resolves `req.context.client` (and `api_key_id`, the key's SHA-256) for resources that declare
+    `authenticate = True`. With `failures`, a client IP that has spent its budget of failed authentications gets
+    429 before any key is looked up, and every 401 is counted against its IP."""
 
-    def __init__(self, authenticator: Authenticator) -> None:
-        self._authenticator = authenticator
+    def __init__(self, authenticator: Authenticator, failures: FailedAuthLimit | None = None) -> None:
+        self._authenticator, self._failures = authenticator, failures
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict) -> None:
         req.context.operation = getattr(resource, "operation", None)
-        if getattr(resource, "authenticate", False):
-            req.context.client = self._authenticator.client(req)
+        if not getattr(resource, "authenticate", False):
+            return
+        if self._failures is None:
+            req.context.client, req.context.api_key_id = self._authenticator.identify(req)
+            return
+        address = self._failures.address(req)
+        self._failures.check(address)
+        try:
+            req.context.client, req.context.api_key_id = self._authenticator.identify(req)
+        except Unauthorized:
+            self._failures.failed(address)
+            raise

@@ -61,6 +61,7 @@ def _key_environment(req: falcon.Request, resp: falcon.Response, ex: KeyEnvironm
 
 
 def _rate_limited(req: falcon.Request, resp: falcon.Response, ex: RateLimited, params: dict) -> None:
+    req.context.rate_limit_scope = ex.scope
     resp.status = falcon.HTTP_429
     resp.media = {"error": "rate_limited", "message": f"{ex}; retry in {ex.retry_after} s"}
     resp.set_header("Retry-After", str(ex.retry_after))

@@ -1,7 +1,16 @@
-"""Rate limits with the `limits` library: per API key on the payment API, per client IP on public endpoints.
+"""Rate limits with the `limits` library: per API key on the payment API, per client IP on public endpoints and
+on failed authentication.
+
+- `key`: each API key has its own budget (`PAYWARDEN_RATE_LIMIT_PER_KEY`, or its merchant's `set-rate-limit`
+  override, which applies to each of the merchant's keys), counted by the key's SHA-256.
+- `ip`: discovery and the anonymous identity, per client IP and endpoint scope (`PAYWARDEN_RATE_LIMIT_PER_IP`).
+- `auth`: failed authentications (missing, malformed, unknown or revoked key) per client IP, with the per-IP
+  budget; once it is spent, every authenticated request from that IP is 429 until the window frees a slot, so a
+  key guesser is slowed down and cannot tell a right guess from a wrong one by the answer.
 
 Storage is Redis when `PAYWARDEN_REDIS_URL` is set (shared by every worker and host), memory otherwise. Over the
-limit: 429 with `Retry-After` in whole seconds and {"error": "rate_limited", "message": ...}.
+limit: 429 with `Retry-After` in whole seconds and {"error": "rate_limited", "message": ...}. Client IPs believe
+`X-Forwarded-For` only from `PAYWARDEN_TRUSTED_PROXIES`.
 """
 
 from __future__ import annotations
@@ -17,9 +26,9 @@ from domain.clients import ANONYMOUS_ID
 
 
 class RateLimited(Exception):
-    def __init__(self, retry_after: int, limit: str) -> None:
+    def __init__(self, retry_after: int, limit: str, scope: str = "key") -> None:
         super().__init__(f"rate limit of {limit} exceeded")
-        self.retry_after, self.limit = retry_after, limit
+        self.retry_after, self.limit, self.scope = retry_after, limit, scope
 
 
 def client_ip(req: falcon.Request, trusted: tuple[str, ...]) -> str:
@@ -51,17 +60,45 @@ class RateLimiter:
         self._limiter = strategies.MovingWindowRateLimiter(self._storage)
         self.per_key, self.per_ip = parse(per_key), parse(per_ip)
 
-    def check(self, item: RateLimitItem, *identity: str) -> None:
+    def check(self, item: RateLimitItem, *identity: str, scope: str = "key") -> None:
         if not self._limiter.hit(item, *identity):
-            reset, _ = self._limiter.get_window_stats(item, *identity)
-            raise RateLimited(max(1, math.ceil(reset - time.time())), str(item))
+            raise self._limited(item, identity, scope)
 
-    def check_key(self, merchant_id: str, per_minute: int | None) -> None:
+    def check_key(self, key_id: str, per_minute: int | None) -> None:
+        """One API key's request (`key_id`: its SHA-256); `per_minute` is its merchant's override, if any."""
         item = parse(f"{per_minute}/minute") if per_minute else self.per_key
-        self.check(item, "key", merchant_id)
+        self.check(item, "key", key_id)
 
     def check_ip(self, address: str, scope: str) -> None:
-        self.check(self.per_ip, "ip", scope, address)
+        self.check(self.per_ip, "ip", scope, address, scope="ip")
+
+    def check_auth_failures(self, address: str) -> None:
+        """Before a key is looked up: refuse when this IP has spent its budget of failed authentications."""
+        if not self._limiter.test(self.per_ip, "auth", address):
+            raise self._limited(self.per_ip, ("auth", address), "auth")
+
+    def auth_failed(self, address: str) -> None:
+        self._limiter.hit(self.per_ip, "auth", address)
+
+    def _limited(self, item: RateLimitItem, identity: tuple[str, ...], scope: str) -> RateLimited:
+        reset, _ = self._limiter.get_window_stats(item, *identity)
+        return RateLimited(max(1, math.ceil(reset - time.time())), str(item), scope)
+
+
+class FailedAuthLimit:
+    """What the authentication middleware asks before and after looking a key up (the `auth` scope)."""
+
+    def __init__(self, limiter: RateLimiter, trusted_proxies: tuple[str, ...]) -> None:
+        self._limiter, self._trusted = limiter, trusted_proxies
+
+    def address(self, req: falcon.Request) -> str:
+        return client_ip(req, self._trusted)
+
+    def check(self, address: str) -> None:
+        self._limiter.check_auth_failures(address)
+
+    def failed(self, address: str) -> None:
+        self._limiter.auth_failed(address)
 
 
 class RateLimitMiddleware:
@@ -75,7 +112,8 @@ class RateLimitMiddleware:
         if scope is None:
             return
         client = getattr(req.context, "client", None)
-        if scope == "key" and client is not None and client.id != ANONYMOUS_ID:
-            self._limiter.check_key(client.id, client.rate_limit_per_minute)
+        key_id = getattr(req.context, "api_key_id", None)
+        if scope == "key" and client is not None and client.id != ANONYMOUS_ID and key_id:
+            self._limiter.check_key(key_id, client.rate_limit_per_minute)
         else:
             self._limiter.check_ip(client_ip(req, self._trusted), scope)

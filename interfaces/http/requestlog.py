@@ -71,7 +71,9 @@ class RequestLogMiddleware:
                 replayed = "true" if resp.get_header("Idempotent-Replayed") else "false"
                 PAYMENT_OUTCOMES.labels(operation, *result, replayed).inc()
         if status == 429:
-            scope = "key" if client_label(req) != "anonymous" else "ip"
+            scope = getattr(req.context, "rate_limit_scope", None)
+            if scope not in ("key", "ip", "auth"):
+                scope = "key" if client_label(req) != "anonymous" else "ip"
             RATE_LIMITED.labels(scope, route).inc()
         fields = {
             "method": req.method[:32], "route": route, "path": req.path[:200], "status": status,
