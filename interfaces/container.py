@@ -26,6 +26,7 @@ from interfaces.signers import KeypairFeePayers, parse_secret, read_keypair, san
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.runner import catch_up
+from projections.webhooks import SqliteWebhooksView, WebhooksView
 
 
 def store_env(config: Config, name: str) -> dict[str, str]:
@@ -124,10 +125,18 @@ class Container:
     listings: Listings | None = None  # discovery: follows approved payments, records listings
     catalog: CatalogView | None = None  # discovery: the catalog read model, fed by the listings
     discovery_cache: QueryCache | None = None
+    webhooks: Any = None  # application.webhooks.Webhooks: merchants' webhook endpoints
+    webhooks_view: WebhooksView | None = None  # their read model and the outbox (projections/webhooks.py)
 
     def refresh_accounts(self) -> int:
         """Bring the accounts view up to date now (the CLI does, so a new key works at once)."""
         return catch_up(self.merchants, AccountsProjection(self.accounts))
+
+    def refresh_webhooks(self) -> int:
+        """Bring the webhook endpoints table up to date now (the CLI and API read their own writes)."""
+        from projections.webhook_outbox import WebhookEndpointsProjection
+
+        return catch_up(self.webhooks, WebhookEndpointsProjection(self.webhooks_view))
 
     def close(self) -> None:
         self.payments.close()
@@ -137,6 +146,10 @@ class Container:
             self.listings.close()
         if self.catalog is not None:
             self.catalog.datastore.close()
+        if self.webhooks is not None:
+            self.webhooks.close()
+        if self.webhooks_view is not None:
+            self.webhooks_view.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -166,5 +179,16 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
                         resolver=resolver or GetaddrinfoResolver(), production=config.discovery_public_only)
     catalog = build_view(config, "catalog", SqliteCatalogView)
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
+    webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
-                     listings=listings, catalog=catalog, discovery_cache=discovery_cache)
+                     listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
+                     webhooks_view=webhooks_view)
+
+
+def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:
+    from application.webhooks import Webhooks
+    from interfaces.adapters.secret_box import build_secret_box
+
+    webhooks = Webhooks(store_env(config, "webhooks"), cipher=build_secret_box(config), resolver=resolver,
+                        production=not config.sandbox)
+    return webhooks, build_view(config, "webhooks_outbox", SqliteWebhooksView)

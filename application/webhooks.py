@@ -1,0 +1,131 @@
+"""The Webhooks application: merchants' webhook endpoints (create, change, enable/disable, rotate, delete).
+
+Secrets are made here from the operating system's CSPRNG, sealed by the `SecretCipher` port before they reach an
+event, and returned in clear exactly once (create, rotate). An endpoint of another merchant is answered as not
+found, so ids tell nothing about other merchants.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+from urllib.parse import urlsplit
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+
+from application.listings import Resolver
+from domain.webhook import SECRET_BYTES, WebhookEndpoint, WebhookError, check_addresses, format_secret
+
+ROTATION_OVERLAP = timedelta(hours=24)  # the previous secret keeps signing this long after a rotation
+SECRET_LENGTH = 32  # bytes of randomness in a new secret (the rules allow 24-64)
+
+
+class SecretCipher(Protocol):
+    """Seals secrets for storage and opens them for signing (authenticated encryption)."""
+
+    def seal(self, plaintext: str) -> str: ...
+
+    def open(self, sealed: str) -> str: ...
+
+
+class WebhookNotFoundError(WebhookError):
+    """No endpoint of this merchant has that id."""
+
+    def __init__(self, endpoint_id: object) -> None:
+        super().__init__("webhook_not_found", f"no webhook endpoint {endpoint_id}")
+
+
+def generate_secret(length: int = SECRET_LENGTH) -> str:
+    if not SECRET_BYTES[0] <= length <= SECRET_BYTES[1]:
+        raise ValueError("a secret holds 24-64 bytes")
+    return format_secret(secrets.token_bytes(length))
+
+
+class Webhooks(Application):
+    def __init__(self, env: dict[str, str] | None = None, *, cipher: SecretCipher, resolver: Resolver,
+                 production: bool = False, overlap: timedelta = ROTATION_OVERLAP) -> None:
+        super().__init__(env)
+        self._cipher, self.resolver, self._production, self._overlap = cipher, resolver, production, overlap
+
+    def create(self, merchant: str, url: str, events: list[str]) -> tuple[WebhookEndpoint, str]:
+        """A new endpoint and its secret (the only time the secret is shown)."""
+        secret = generate_secret()
+        endpoint = WebhookEndpoint.create(merchant, url, events, self._cipher.seal(secret),
+                                          production=self._production)
+        self._check_resolves(endpoint.url)
+        self.save(endpoint)
+        return endpoint, secret
+
+    def update(self, endpoint_id: str, merchant: str, *, url: str | None = None, events: list[str] | None = None,
+               enabled: bool | None = None) -> WebhookEndpoint:
+        endpoint = self.get_endpoint(endpoint_id, merchant)
+        if url is not None:
+            endpoint.change_url(url, production=self._production)
+            self._check_resolves(endpoint.url)
+        if events is not None:
+            endpoint.change_events(events)
+        if enabled is True:
+            endpoint.enable()
+        elif enabled is False:
+            endpoint.disable("disabled by the merchant")
+        self.save(endpoint)
+        return endpoint
+
+    def rotate(self, endpoint_id: str, merchant: str, *, now: datetime | None = None) -> str:
+        """A new secret; the previous one keeps signing for the overlap window."""
+        endpoint = self.get_endpoint(endpoint_id, merchant)
+        secret = generate_secret()
+        endpoint.rotate(self._cipher.seal(secret), (now or datetime.now(UTC)) + self._overlap)
+        self.save(endpoint)
+        return secret
+
+    def delete(self, endpoint_id: str, merchant: str) -> None:
+        endpoint = self.get_endpoint(endpoint_id, merchant)
+        endpoint.delete()
+        self.save(endpoint)
+
+    def disable(self, endpoint_id: str, reason: str) -> bool:
+        """The delivery worker's command (a 410 answer); False when it was already disabled or deleted."""
+        endpoint = self._get(endpoint_id)
+        if endpoint is None or endpoint.deleted or not endpoint.enabled:
+            return False
+        endpoint.disable(reason)
+        self.save(endpoint)
+        return True
+
+    def get_endpoint(self, endpoint_id: str, merchant: str) -> WebhookEndpoint:
+        endpoint = self._get(endpoint_id)
+        if endpoint is None or endpoint.merchant != merchant or endpoint.deleted:
+            raise WebhookNotFoundError(endpoint_id)
+        return endpoint
+
+    def signing_secrets(self, sealed: str, previous: str | None, previous_until: datetime | None,
+                        now: datetime) -> list[str]:
+        """The secrets a delivery at `now` is signed with: the current one, and the previous one in its window."""
+        found = [self._cipher.open(sealed)]
+        if previous and previous_until is not None and now < previous_until:
+            found.append(self._cipher.open(previous))
+        return found
+
+    def _get(self, endpoint_id: str) -> WebhookEndpoint | None:
+        try:
+            return self.repository.get(UUID(str(endpoint_id)))
+        except (AggregateNotFoundError, ValueError):
+            return None
+
+    def _check_resolves(self, url: str) -> None:
+        """In production a hostname must resolve to public addresses only (checked again at every delivery)."""
+        host = (urlsplit(url).hostname or "").rstrip(".")
+        if self._production and not _is_literal(host):
+            check_addresses(host, self.resolver.resolve(host))
+
+
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False

@@ -1,0 +1,280 @@
+"""Webhooks end to end inside one process: real payments on the sandbox chain, the outbox projections, the delivery
+worker, and a real HTTPS receiver that verifies every delivery with `standardwebhooks`; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from application.webhooks import Webhooks
+from domain.webhook import WebhookError, message_id
+from interfaces.resolver import GetaddrinfoResolver
+from interfaces.webhook_sender import post
+from interfaces.webhook_worker import DeliverySettings, DeliveryWorker, ping_message
+from projections.runner import catch_up
+from projections.webhook_outbox import PaymentWebhooksProjection
+from tests.conftest import Gateway, make_gateway
+from tests.webhook_receiver import start_receiver
+
+FAST = (0.0, 0.2, 0.2, 0.2, 0.2)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest) -> dict[str, str]:
+    return {} if request.param == "sqlite" else {"database_url": request.getfixturevalue("postgres_url")}
+
+
+@pytest.fixture
+def receiver(tmp_path):
+    receiver, server = start_receiver(tmp_path)
+    yield receiver
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def gateway(tmp_path, sandbox, stores) -> Gateway:
+    gateway = make_gateway(tmp_path, sandbox, **stores)
+    yield gateway
+    gateway.container.close()
+
+
+def worker(gateway: Gateway, receiver: Any, **settings: Any) -> DeliveryWorker:
+    options = dict(schedule=FAST, timeout_seconds=2.0, lease_seconds=5.0, poll_seconds=0.05,
+                   ca_file=receiver.ca_file)
+    options.update(settings)
+    return DeliveryWorker(gateway.container, DeliverySettings(**options))
+
+
+def run_until(w: DeliveryWorker, done, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        w.fill_outbox()
+        w.deliver_due(wait=True)
+        if done():
+            return
+        time.sleep(0.05)
+    raise AssertionError("the worker did not get there in time")
+
+
+def endpoint(gateway: Gateway, receiver: Any, events: list[str]) -> str:
+    created, secret = gateway.container.webhooks.create("acme", receiver.url, events)
+    receiver.secrets.append(secret)
+    return str(created.id)
+
+
+def test_a_settle_is_heard_as_approved_submitted_confirmed_in_order_signed_and_public(gateway, receiver):
+    endpoint(gateway, receiver, ["payment.approved", "payment.settlement_submitted", "payment.confirmed",
+                                 "payment.failed"])
+    body = gateway.body()
+    settled = gateway.post("/settle", body).json
+    assert settled["success"] is True
+    w = worker(gateway, receiver)
+    run_until(w, lambda: len(receiver.deliveries) >= 3)
+    time.sleep(0.3)
+    w.fill_outbox()
+    w.deliver_due(wait=True)
+    deliveries = receiver.deliveries
+    assert [d.payload["type"] for d in deliveries] == [
+        "payment.approved", "payment.settlement_submitted", "payment.confirmed"]
+    assert all(d.verified_with == receiver.secrets for d in deliveries)  # standardwebhooks verified each one
+    confirmed = deliveries[2].payload["data"]
+    assert confirmed["transaction"] == settled["transaction"] and confirmed["payer"] == settled["payer"]
+    assert confirmed["amount"] == body["paymentRequirements"]["amount"]
+    assert confirmed["payTo"] == body["paymentRequirements"]["payTo"] and confirmed["status"] == "confirmed"
+    assert confirmed["network"] == body["paymentRequirements"]["network"]
+    for d in deliveries:
+        assert body["paymentPayload"]["payload"]["transaction"] not in d.body  # never the transaction bytes
+        assert "whsec_" not in d.body and len(d.body.encode()) < 20 * 1024
+        assert d.headers["webhook-id"].startswith("msg_") and d.headers["content-type"] == "application/json"
+    # The webhook-id is derived from the event: the confirmed event's (originator, version) gives the same one.
+    payment = gateway.container.payments.repository.get(_uuid(confirmed["id"]))
+    assert deliveries[2].headers["webhook-id"] == message_id(payment.id, payment.version)
+
+
+def _uuid(text: str) -> UUID:
+    return UUID(text)
+
+
+def test_a_receiver_failing_twice_gets_the_event_three_times_then_never_again(gateway, receiver):
+    endpoint_id = endpoint(gateway, receiver, ["payment.approved"])
+    receiver.answer(500, 500)
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True
+    w = worker(gateway, receiver)
+    run_until(w, lambda: len(receiver.deliveries) >= 3)
+    time.sleep(0.6)  # longer than the remaining schedule: nothing more may come
+    for _ in range(5):
+        w.fill_outbox()
+        w.deliver_due(wait=True)
+    assert len(receiver.deliveries) == 3
+    assert len({d.headers["webhook-id"] for d in receiver.deliveries}) == 1
+    assert len({d.headers["webhook-timestamp"] for d in receiver.deliveries}) >= 1
+    [delivery] = gateway.container.webhooks_view.list_deliveries(endpoint_id)
+    assert delivery["status"] == "delivered"
+    assert [(a["status"], a["outcome"]) for a in delivery["attempts"]] == [
+        (500, "retry"), (500, "retry"), (200, "delivered")]
+    assert all(a["latencyMs"] >= 0 for a in delivery["attempts"]) and "try later" in delivery["attempts"][0]["response"]
+
+
+def test_a_receiver_that_always_fails_is_tried_on_the_whole_schedule_then_failed(gateway, receiver):
+    endpoint_id = endpoint(gateway, receiver, ["payment.approved"])
+    receiver.answer(*([503] * 10))
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True
+    w = worker(gateway, receiver)
+    run_until(w, lambda: gateway.container.webhooks_view.list_deliveries(endpoint_id)[0]["status"] == "failed")
+    assert len(receiver.deliveries) == len(FAST)
+    assert gateway.container.webhooks_view.queue_stats(time.time())[0] == 0
+
+
+def test_a_410_disables_the_endpoint_and_nothing_more_is_sent_to_it(gateway, receiver):
+    endpoint_id = endpoint(gateway, receiver, ["payment.approved", "payment.rejected"])
+    receiver.answer(410)
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True
+    w = worker(gateway, receiver)
+    run_until(w, lambda: not gateway.container.webhooks_view.get_endpoint(endpoint_id).enabled)
+    aggregate = gateway.container.webhooks.get_endpoint(endpoint_id, "acme")
+    assert aggregate.enabled is False and "410" in aggregate.disabled_reason
+    assert gateway.container.webhooks_view.list_deliveries(endpoint_id)[0]["status"] == "failed"
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True  # a second event
+    for _ in range(5):
+        w.fill_outbox()
+        w.deliver_due(wait=True)
+    assert len(receiver.deliveries) == 1
+
+
+def test_a_hanging_receiver_hits_the_timeout_and_is_retried(gateway, receiver):
+    endpoint_id = endpoint(gateway, receiver, ["payment.approved"])
+    receiver.answer((200, 3.0))  # answers only after 3 s
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True
+    w = worker(gateway, receiver, timeout_seconds=0.5)
+    started = time.monotonic()
+    run_until(w, lambda: gateway.container.webhooks_view.list_deliveries(endpoint_id)[0]["status"] == "delivered")
+    first, second = gateway.container.webhooks_view.list_deliveries(endpoint_id)[0]["attempts"]
+    assert first["status"] is None and "timed out" in first["error"] and 400 <= first["latencyMs"] < 2000
+    assert second["status"] == 200 and time.monotonic() - started < 3.0
+
+
+def test_rotation_signs_with_both_secrets_during_the_overlap(gateway, receiver):
+    endpoint_id = endpoint(gateway, receiver, ["payment.approved"])
+    old = receiver.secrets[0]
+    new = gateway.container.webhooks.rotate(endpoint_id, "acme")
+    assert new != old and new.startswith("whsec_")
+    receiver.secrets.append(new)
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True
+    run_until(worker(gateway, receiver), lambda: len(receiver.deliveries) >= 1)
+    [delivery] = receiver.deliveries
+    assert delivery.headers["webhook-signature"].count("v1,") == 2
+    assert delivery.verified_with == [old, new]
+
+
+def test_the_test_event_resend_and_replay_of_failures(gateway, receiver):
+    endpoint_id = endpoint(gateway, receiver, ["payment.approved"])
+    view = gateway.container.webhooks_view
+    receiver.answer(*([500] * len(FAST)))
+    w = worker(gateway, receiver)
+    w.sync_endpoints()
+    since = time.time()
+    msg_id, body = ping_message(view.get_endpoint(endpoint_id), since)
+    view.enqueue_test(view.get_endpoint(endpoint_id), body, msg_id, since)
+    run_until(w, lambda: view.list_deliveries(endpoint_id)[0]["status"] == "failed")
+    assert receiver.deliveries[0].payload["type"] == "webhook.test"
+    assert view.replay_failed([endpoint_id], since - 1, time.time()) == 1
+    run_until(w, lambda: view.list_deliveries(endpoint_id)[0]["status"] == "delivered")
+    assert view.resend(endpoint_id, msg_id, time.time()) is True
+    run_until(w, lambda: len(receiver.deliveries) == len(FAST) + 2)
+    assert {d.headers["webhook-id"] for d in receiver.deliveries} == {msg_id}
+
+
+def test_two_workers_never_send_one_attempt_twice(gateway, receiver):
+    endpoint(gateway, receiver, ["payment.approved"])
+    view = gateway.container.webhooks_view
+    receiver.answer(*[(200, 0.05)] * 20)
+    a, b = worker(gateway, receiver), worker(gateway, receiver)
+    a.sync_endpoints()
+    for _ in range(20):
+        now = time.time()
+        msg_id, body = ping_message(view.list_endpoints("acme")[0], now)
+        view.enqueue_test(view.list_endpoints("acme")[0], body, msg_id, now)
+    threads = [threading.Thread(target=lambda x=x: [x.deliver_due(wait=True) for _ in range(30)]) for x in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [d.headers["webhook-id"] for d in receiver.deliveries]
+    assert len(ids) == 20 and len(set(ids)) == 20
+
+
+def test_production_refuses_an_endpoint_on_a_private_address(gateway, receiver):
+    production = Webhooks(None, cipher=_Clear(), resolver=GetaddrinfoResolver(), production=True)
+    for url in ("https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://169.254.169.254/latest",
+                "https://localhost/hook", receiver.url, "http://hooks.example.com/"):
+        with pytest.raises(WebhookError) as refused:
+            production.create("acme", url, ["payment.approved"])
+        assert refused.value.code in ("private_address", "https_required")
+    with pytest.raises(WebhookError) as refused:  # a public-looking name that resolves to a private address
+        Webhooks(None, cipher=_Clear(), resolver=_Resolves("10.0.0.7"), production=True).create(
+            "acme", "https://hooks.acme.com/x", ["payment.approved"])
+    assert refused.value.code == "private_address"
+    # At delivery time too: the worker resolves again and refuses before connecting.
+    answer = post(receiver.url, b"{}", {}, timeout=1.0, production=True, resolver=GetaddrinfoResolver(),
+                  ca_file=receiver.ca_file)
+    assert answer.status is None and answer.error.startswith("refused") and receiver.deliveries == []
+
+
+class _Clear:
+    def seal(self, plaintext: str) -> str:
+        return plaintext
+
+    def open(self, sealed: str) -> str:
+        return sealed
+
+
+class _Resolves:
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def resolve(self, hostname: str) -> list[str]:
+        return [self.address]
+
+
+def test_secrets_are_sealed_in_the_event_store(gateway, receiver):
+    endpoint_id = endpoint(gateway, receiver, ["payment.approved"])
+    secret = receiver.secrets[0]
+    stored = gateway.container.webhooks.recorder.select_events(_uuid(endpoint_id))
+    assert stored and all(secret.encode() not in e.state and secret.removeprefix("whsec_").encode() not in e.state
+                          for e in stored)
+    gateway.container.refresh_webhooks()
+    assert json.dumps(gateway.container.webhooks_view.list_endpoints("acme")[0].public()).find("whsec_") == -1
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashingPaymentWebhooksProjection(PaymentWebhooksProjection):
+    def _enqueue(self, c, e, merchant, kind, data) -> int:
+        super()._enqueue(c, e, merchant, kind, data)
+        raise Crash  # after writing the message and its deliveries, before the transaction commits
+
+
+def test_each_event_is_enqueued_exactly_once_per_subscribed_endpoint_even_after_a_crash(gateway, receiver):
+    first = endpoint(gateway, receiver, ["payment.approved"])
+    second = endpoint(gateway, receiver, ["payment.approved", "payment.rejected"])
+    other = endpoint(gateway, receiver, ["payment.confirmed"])
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True
+    late = endpoint(gateway, receiver, ["payment.approved"])  # created after the event: does not hear it
+    container, view = gateway.container, gateway.container.webhooks_view
+    container.refresh_webhooks()
+    with pytest.raises(Crash):
+        catch_up(container.payments, CrashingPaymentWebhooksProjection(view))
+    assert all(view.list_deliveries(e) == [] for e in (first, second, other, late))  # the crash left nothing
+    assert catch_up(container.payments, PaymentWebhooksProjection(view)) == 1  # Approved (Received was applied)
+    assert catch_up(container.payments, PaymentWebhooksProjection(view)) == 0
+    assert [len(view.list_deliveries(e)) for e in (first, second, other, late)] == [1, 1, 0, 0]
+    assert view.list_deliveries(first)[0]["id"] == view.list_deliveries(second)[0]["id"]
+    assert view.queue_stats(time.time())[0] == 2

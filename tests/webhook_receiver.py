@@ -1,0 +1,103 @@
+"""A real HTTPS webhook receiver for the tests: a threaded server on 127.0.0.1 with a trustme certificate for
+`localhost`, answering from a script (status, delay, headers) and verifying every delivery with the
+`standardwebhooks` package, unchanged, against the secrets it is told."""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import standardwebhooks
+import trustme
+
+
+@dataclass
+class Delivery:
+    headers: dict[str, str]
+    body: str
+    verified_with: list[str]  # which of the known secrets verified it
+    payload: Any
+
+
+@dataclass
+class Receiver:
+    url: str
+    ca_file: str
+    secrets: list[str] = field(default_factory=list)
+    script: list[tuple[int, float, dict[str, str]]] = field(default_factory=list)  # answers, then 200s
+    deliveries: list[Delivery] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(self, *answers: int | tuple[int, float] | tuple[int, float, dict[str, str]]) -> None:
+        for a in answers:
+            status, delay, headers = (a, 0.0, {}) if isinstance(a, int) else (*a, {})[:3]
+            self.script.append((status, delay, headers))
+
+    def wait_for(self, count: int, timeout: float = 20.0) -> list[Delivery]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.deliveries) >= count:
+                    return list(self.deliveries)
+            time.sleep(0.02)
+        raise AssertionError(f"{len(self.deliveries)} deliveries after {timeout} s, expected {count}")
+
+
+def _verify(secrets: list[str], body: str, headers: dict[str, str]) -> tuple[list[str], Any]:
+    verified, payload = [], None
+    for secret in secrets:
+        try:
+            payload = standardwebhooks.Webhook(secret).verify(body, headers)
+            verified.append(secret)
+        except standardwebhooks.webhooks.WebhookVerificationError:
+            pass
+    return verified, payload
+
+
+def start_receiver(tmp_path: Path) -> tuple[Receiver, ThreadingHTTPServer]:
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    ca_file = tmp_path / "receiver-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    cert.configure_cert(context)
+
+    holder: dict[str, Receiver] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            receiver = holder["r"]
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            with receiver.lock:
+                status, delay, extra = receiver.script.pop(0) if receiver.script else (200, 0.0, {})
+                verified, payload = _verify(receiver.secrets, body, headers)
+                receiver.deliveries.append(Delivery(headers, body, verified, payload))
+            time.sleep(delay)
+            reply = b'{"ok":true}' if status < 300 else b'{"error":"try later"}'
+            try:
+                self.send_response(status)
+                for name, value in extra.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+            except OSError:  # the sender gave up (timeout) and closed the connection
+                pass
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    holder["r"] = Receiver(f"https://localhost:{server.server_address[1]}/hooks/paywarden", str(ca_file))
+    threading.Thread(target=server.serve_forever, name="webhook-receiver", daemon=True).start()
+    return holder["r"], server
