@@ -1,9 +1,11 @@
 """The Payments application: the `verify` and `settle` commands of the facilitator.
 
 Each command: request checks → derive the idempotency key → take the per-key lock (a concurrent duplicate gets
-`duplicate_request`) → answer a recorded terminal result unchanged, or decide on the aggregate with outside facts
-from the ports (lookup tables, simulation, broadcast, confirmation) → save once per step. A broadcast is recorded
-(SettlementSubmitted) before it is sent, so no path can broadcast a payment twice.
+`duplicate_request`) → answer from the record, or decide on the aggregate with outside facts from the ports
+(lookup tables, simulation, broadcast, confirmation) → save once per step. A broadcast is recorded
+(SettlementSubmitted, with the claim on its transaction and on its payTo+memo pair, in one save) before it is
+sent, so no path broadcasts a payment twice and no transaction settles two payments. Settled means settled once:
+one settle answer says success (see `application.outcomes.repeated_settle`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,23 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
+from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
-from application.outcomes import SettleOutcome, VerifyOutcome
+from application.outcomes import (
+    SettleOutcome,
+    VerifyOutcome,
+    repeated_settle,
+    settle_outcome,
+    terminal_entries,
+    verify_outcome,
+)
 from application.ports import Chain, Chains, Clock, Confirmation, FeePayers, Locks, ResultCache, SubmissionError
+from domain.claims import Claim, ClaimKind, claim_id
 from domain.clients import Client
 from domain.codes import Code
 from domain.errors import PaymentRejected
@@ -29,6 +40,7 @@ from domain.exact import (
     inspect_exact,
     lookup_tables,
     message_bytes,
+    message_hash,
     payment_fingerprint,
     with_fee_payer_signature,
 )
@@ -58,6 +70,7 @@ class Settings:
     limits: ExactLimits = ExactLimits()
     confirmation_budget_seconds: float = 15.0
     confirmation_poll_seconds: float = 0.25
+    resend_seconds: float = 2.0  # while unconfirmed, the identical signed transaction is sent again this often
     lock_margin_seconds: float = 30.0
 
 
@@ -69,7 +82,10 @@ class _Request:
     chain: Chain
     transaction: VersionedTransaction
     fingerprint: str
+    message_hash: str
     key: str
+    request_key: str | None = None  # the merchant's Idempotency-Key header (settle)
+    claims: list[Claim] = field(default_factory=list)  # saved with the request's first save
 
 
 class Payments(Application):
@@ -93,37 +109,76 @@ class Payments(Application):
                 if payment is not None and (conflict := self._bound(payment, request)):
                     return conflict
                 if payment is not None:
-                    return self._remember(payment, verify_outcome(payment), "verify").as_replay()
+                    return verify_outcome(payment).as_replay()
                 payment = self._receive(request)
                 self._decide(payment, request)
-                self._save(payment)
-                return self._remember(payment, verify_outcome(payment), "verify")
+                self._save(payment, request)
+                return self._remember(payment, verify_outcome(payment))
         except PaymentRejected as rejected:
-            return VerifyOutcome.invalid(rejected.code, rejected.payer)
-        except DuplicateRequest:
-            return VerifyOutcome.invalid(Code.DUPLICATE_REQUEST)
+            return VerifyOutcome.invalid(rejected.code, rejected.payer, message=rejected.message)
+        except DuplicateRequest as duplicate:
+            return VerifyOutcome.invalid(Code.DUPLICATE_REQUEST, message=str(duplicate))
 
-    def settle(self, client: Client, payload: PaymentPayload, requirements: Requirements) -> SettleOutcome:
+    def settle(self, client: Client, payload: PaymentPayload, requirements: Requirements,
+               request_key: str | None = None) -> SettleOutcome:
+        """Settle once. `request_key` is the merchant's `Idempotency-Key`: a retry carrying the key of the request
+        that was answered success gets that answer again; every other later settle is `duplicate_settlement`."""
         net = requirements.network
         try:
-            request = self._request(client, payload, requirements)
-            if cached := self._cache.get(request.key, "settle"):
+            request = self._request(client, payload, requirements, request_key)
+            cached = self._cache.get(request.key, "settle")
+            if cached and (request_key is None or request_key == cached.get("answer_key")):
                 return self._replay(cached, request, SettleOutcome)
             budget = self._settings.confirmation_budget_seconds
             with self._exclusive(request.key, budget + self._settings.lock_margin_seconds):
                 payment = self._get(request.key)
                 if payment is not None and (conflict := self._bound(payment, request)):
-                    return SettleOutcome.failed(conflict.invalid_reason, network=net)
-                if payment is not None and payment.is_settled:
-                    return self._remember(payment, settle_outcome(payment), "settle").as_replay()
+                    return SettleOutcome.failed(conflict.invalid_reason or "", network=net,
+                                                message=conflict.invalid_message)
+                self._claim_request_key(request, payment.id if payment else Payment.create_id(request.key))
+                if payment is not None and payment.state is PaymentState.CONFIRMED:
+                    return self._settled(payment, request)
+                if payment is not None and payment.state is PaymentState.FAILED:
+                    return self._remember(payment, settle_outcome(payment)).as_replay()
                 if payment is not None and payment.is_pending:
-                    return self._reconcile(payment, request.chain)
+                    return self._reconcile(payment, request)
                 payment = payment or self._receive(request)
                 return self._settle(payment, request)
         except PaymentRejected as rejected:
-            return SettleOutcome.failed(rejected.code, rejected.payer, network=net)
+            return SettleOutcome.failed(rejected.code, rejected.payer, network=net, message=rejected.message)
+        except DuplicateRequest as duplicate:
+            return SettleOutcome.failed(Code.DUPLICATE_REQUEST, network=net, message=str(duplicate))
+
+    def follow_up(self, key: str) -> PaymentState | None:
+        """Carry a pending settlement on while nobody waits for it: re-send the identical transaction while its
+        blockhash lives, record its confirmation (no settle has answered it: the next one is the success) or its
+        failure. Returns the payment's state; None if it is unknown or another request holds it."""
+        try:
+            with self._exclusive(key, self._settings.lock_margin_seconds):
+                payment = self._get(key)
+                if payment is None or not payment.is_pending:
+                    return payment.state if payment else None
+                chain = self._chains.for_network(payment.network)
+                if chain is None:
+                    return payment.state
+                status = chain.signature_status(payment.signature or "")
+                if status.confirmation is Confirmation.CONFIRMED:
+                    payment.confirm(answered=False)
+                elif status.confirmation is Confirmation.FAILED:
+                    payment.fail(str(Code.SUBMISSION_FAILED), status.error or "the transaction failed on chain")
+                elif status.confirmation is Confirmation.UNKNOWN and not chain.is_blockhash_valid(
+                        payment.blockhash or ""):
+                    payment.fail(str(Code.SUBMISSION_FAILED), "the transaction expired (its blockhash) before it "
+                                                              "landed")
+                else:
+                    if status.confirmation is Confirmation.UNKNOWN:
+                        self._resend(payment, chain)
+                    return payment.state
+                self._save(payment)
+                self._remember(payment, None)
+                return payment.state
         except DuplicateRequest:
-            return SettleOutcome.failed(Code.DUPLICATE_REQUEST, network=net)
+            return None
 
     # -- queries ------------------------------------------------------------------------------------------
 
@@ -132,7 +187,8 @@ class Payments(Application):
 
     # -- steps --------------------------------------------------------------------------------------------
 
-    def _request(self, client: Client, payload: PaymentPayload, requirements: Requirements) -> _Request:
+    def _request(self, client: Client, payload: PaymentPayload, requirements: Requirements,
+                 request_key: str | None = None) -> _Request:
         """The checks that need no transaction: scheme, network, capability, and the accepted terms."""
         if requirements.scheme != SCHEME_EXACT:
             raise PaymentRejected(Code.UNSUPPORTED_SCHEME, f"scheme {requirements.scheme!r} is not supported")
@@ -143,16 +199,19 @@ class Payments(Application):
         if client.env is not None and known.key_env != client.env:
             raise KeyEnvironmentError(f"a {client.env.value} key cannot pay on {known.name}")
         if payload.accepted is not None and not payload.accepted.same_terms(requirements):
-            raise PaymentRejected(Code.INVALID_PAYMENT_REQUIREMENTS, "accepted differs from paymentRequirements")
+            raise PaymentRejected(Code.INVALID_PAYMENT_REQUIREMENTS,
+                                  "paymentPayload.accepted differs from paymentRequirements")
         if not client.may_use(requirements.network, requirements.scheme, requirements.asset):
-            raise PaymentRejected(Code.CAPABILITY_NOT_ENABLED, "capability not enabled for this client")
+            raise PaymentRejected(Code.CAPABILITY_NOT_ENABLED,
+                                  f"capability exact on {requirements.network} for asset {requirements.asset} "
+                                  "is not enabled for this client")
         fee_payer = requirements.extra.get("feePayer")
         if fee_payer is not None and fee_payer not in self._fee_payers.addresses(requirements.network):
             raise PaymentRejected(Code.INVALID_FEE_PAYER, f"feePayer {fee_payer} is not a signer of this service")
         tx = decode_transaction(payload.transaction)
-        fingerprint = payment_fingerprint(tx)
-        key = idempotency_key(client.id, requirements.amount, fingerprint)
-        return _Request(client, payload, requirements, chain, tx, fingerprint, key)
+        digest = message_hash(tx)
+        key = idempotency_key(client.id, requirements.amount, digest)
+        return _Request(client, payload, requirements, chain, tx, payment_fingerprint(tx), digest, key, request_key)
 
     def _receive(self, request: _Request) -> Payment:
         r = request.requirements
@@ -160,14 +219,27 @@ class Payments(Application):
             idempotency_key=request.key, client_id=request.client.id, network=r.network, asset=r.asset,
             amount=r.amount, pay_to=r.pay_to, terms_digest=r.digest, client_signature=request.fingerprint,
             extensions=dict(request.payload.extensions), resource=request.payload.resource,
-            max_timeout_seconds=r.max_timeout_seconds,
+            max_timeout_seconds=r.max_timeout_seconds, message_hash=request.message_hash,
         )
 
     def _bound(self, payment: Payment, request: _Request) -> VerifyOutcome | None:
         """A payment is bound to the terms it was first presented with; other terms are refused, not replayed."""
         if payment.terms_digest != request.requirements.digest:
-            return VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, payment.payer)
+            return VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, payment.payer,
+                                         message="this payment was first presented with other requirements")
         return None
+
+    def _claim_request_key(self, request: _Request, payment_id: UUID) -> None:
+        """An `Idempotency-Key` names one payment: claimed with the request's first save, refused on another."""
+        if request.request_key is None:
+            return
+        subject = f"{request.client.id}\x1f{request.request_key}"
+        claim = self._claim(ClaimKind.IDEMPOTENCY_KEY, subject)
+        if claim is None:
+            request.claims.append(Claim(kind=ClaimKind.IDEMPOTENCY_KEY, subject=subject, payment_id=str(payment_id)))
+        elif claim.payment_id != str(payment_id):
+            raise PaymentRejected(Code.INVALID_PAYLOAD,
+                                  f"Idempotency-Key {request.request_key!r} was sent with another payment")
 
     def _decide(self, payment: Payment, request: _Request) -> None:
         try:
@@ -178,30 +250,50 @@ class Payments(Application):
             payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
 
     def _settle(self, payment: Payment, request: _Request) -> SettleOutcome:
-        """Evaluate again (balances may have moved since a verify), record the broadcast, send, await."""
+        """Evaluate again (balances may have moved since a verify), claim, record the broadcast, send, await."""
+        key = request.request_key
         if payment.state is PaymentState.REJECTED:
-            payment.fail(payment.reason, payment.message)
-            self._save(payment)
-            return self._remember(payment, settle_outcome(payment), "settle")
+            return self._fail(payment, request, payment.reason or "", payment.message)
         try:
             exact, signed, signature = self._evaluate(request)
         except PaymentRejected as rejected:
             if payment.verify_outcome is None:
                 payment.reject(str(rejected.code), rejected.message, rejected.payer, _details(rejected))
-            payment.fail(str(rejected.code), rejected.message)
-            self._save(payment)
-            return self._remember(payment, settle_outcome(payment), "settle")
+            return self._fail(payment, request, str(rejected.code), rejected.message)
         if payment.verify_outcome is None:
             payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
-        payment.submit(signature, exact.fee_payer, exact.blockhash, base64.b64encode(signed).decode())
-        self._save(payment)
+        if taken := self._settlement_claims(payment, request):
+            return self._fail(payment, request, str(Code.DUPLICATE_SETTLEMENT), taken)
+        payment.submit(signature, exact.fee_payer, exact.blockhash, base64.b64encode(signed).decode(), key)
+        self._save(payment, request)
         try:
             request.chain.send(signed)
         except SubmissionError as refused:
-            payment.fail(str(Code.SUBMISSION_FAILED), str(refused))
-            self._save(payment)
-            return self._remember(payment, settle_outcome(payment), "settle")
-        return self._await(payment, request.chain)
+            return self._fail(payment, request, str(Code.SUBMISSION_FAILED), str(refused))
+        return self._await(payment, request)
+
+    def _settlement_claims(self, payment: Payment, request: _Request) -> str | None:
+        """Claim the transaction (and the payTo+memo pair) for this payment; the reason if another has them."""
+        r = request.requirements
+        wanted = [(ClaimKind.TRANSACTION, request.message_hash, "this transaction already settled another payment")]
+        if r.memo is not None:
+            wanted.append((ClaimKind.MEMO, f"{r.network}\x1f{r.pay_to}\x1f{r.memo}",
+                           "a payment to this payTo with this extra.memo already settled"))
+        for kind, subject, taken in wanted:
+            claim = self._claim(kind, subject)
+            if claim is None:
+                request.claims.append(Claim(kind=kind, subject=subject, payment_id=str(payment.id)))
+            elif claim.payment_id != str(payment.id):
+                return taken
+        return None
+
+    def _settled(self, payment: Payment, request: _Request) -> SettleOutcome:
+        """A confirmed payment: the first settle to learn it is answered success, later ones by `repeated_settle`."""
+        if not payment.success_answered:
+            payment.answer_success(request.request_key)
+            self._save(payment, request)
+            return self._remember(payment, settle_outcome(payment))
+        return repeated_settle(settle_outcome(payment), payment.answer_key, request.request_key)
 
     def _evaluate(self, request: _Request) -> tuple[ExactPayment, bytes, str]:
         """Inspect, check the destination exists, co-sign and simulate: the transaction and its signature."""
@@ -210,6 +302,7 @@ class Payments(Application):
         exact = inspect_exact(
             tx, asset=r.asset, pay_to=r.pay_to, amount=r.amount,
             fee_payers=self._fee_payers.addresses(r.network), limits=self._settings.limits, loaded=loaded,
+            memo=r.memo,
         )
         fee_payer_signature = self._fee_payers.sign(exact.fee_payer, message_bytes(tx))
         signed = with_fee_payer_signature(tx, fee_payer_signature)
@@ -228,46 +321,69 @@ class Payments(Application):
             })
         return exact, signed, base58_signature(fee_payer_signature)
 
-    def _reconcile(self, payment: Payment, chain: Chain) -> SettleOutcome:
-        """A retried settle of a broadcast payment asks the chain about its signature; it never re-sends."""
-        alive = chain.is_blockhash_valid(payment.blockhash)
-        status = chain.signature_status(payment.signature)
+    def _reconcile(self, payment: Payment, request: _Request) -> SettleOutcome:
+        """A retried settle of a broadcast payment asks the chain about its signature, re-sends the identical
+        transaction while its blockhash lives, and fails it once the blockhash has expired unseen."""
+        chain = request.chain
+        alive = chain.is_blockhash_valid(payment.blockhash or "")
+        status = chain.signature_status(payment.signature or "")
         if status.confirmation is Confirmation.UNKNOWN and not alive:
-            payment.fail(str(Code.SUBMISSION_FAILED), "the transaction expired before it landed")
-            self._save(payment)
-            return self._remember(payment, settle_outcome(payment), "settle")
-        return self._await(payment, chain)
+            return self._fail(payment, request, str(Code.SUBMISSION_FAILED),
+                              "the transaction expired (its blockhash) before it landed")
+        return self._await(payment, request, resend_now=status.confirmation is Confirmation.UNKNOWN)
 
-    def _await(self, payment: Payment, chain: Chain) -> SettleOutcome:
-        deadline = self._clock.monotonic() + self._settings.confirmation_budget_seconds
+    def _await(self, payment: Payment, request: _Request, resend_now: bool = False) -> SettleOutcome:
+        chain, clock = request.chain, self._clock
+        deadline = clock.monotonic() + self._settings.confirmation_budget_seconds
+        next_send = clock.monotonic() + (0 if resend_now else self._settings.resend_seconds)
         while True:
-            status = chain.signature_status(payment.signature)
+            status = chain.signature_status(payment.signature or "")
             if status.confirmation is Confirmation.CONFIRMED:
-                payment.confirm()
+                payment.confirm(answered=True, request_key=request.request_key)
                 break
             if status.confirmation is Confirmation.FAILED:
-                payment.fail(str(Code.SUBMISSION_FAILED), status.error or "the transaction failed on chain")
-                break
-            if self._clock.monotonic() >= deadline:
+                return self._fail(payment, request, str(Code.SUBMISSION_FAILED),
+                                  status.error or "the transaction failed on chain")
+            now = clock.monotonic()
+            if now >= deadline:
+                if request.claims:  # an Idempotency-Key first seen on this pending answer
+                    self._save(payment, request)
                 return settle_outcome(payment)
-            self._clock.sleep(self._settings.confirmation_poll_seconds)
-        self._save(payment)
-        return self._remember(payment, settle_outcome(payment), "settle")
+            if status.confirmation is Confirmation.UNKNOWN and now >= next_send:
+                self._resend(payment, chain)
+                next_send = now + self._settings.resend_seconds
+            clock.sleep(self._settings.confirmation_poll_seconds)
+        self._save(payment, request)
+        return self._remember(payment, settle_outcome(payment))
+
+    def _resend(self, payment: Payment, chain: Chain) -> None:
+        """Send the recorded signed transaction again, as Solana clients do to land one: the same bytes, the same
+        signature, so it can land at most once. A refusal (already processed, expired) is not an answer."""
+        try:
+            chain.send(base64.b64decode(payment.transaction or ""))
+        except SubmissionError:
+            pass
+
+    def _fail(self, payment: Payment, request: _Request, reason: str, message: str) -> SettleOutcome:
+        payment.fail(reason, message, request.request_key)
+        self._save(payment, request)
+        return self._remember(payment, settle_outcome(payment))
 
     # -- the terminal result cache ------------------------------------------------------------------------
 
-    def _remember(self, payment: Payment, outcome: Outcome, operation: str) -> Outcome:
-        terminal = operation == "verify" or payment.is_settled
-        if terminal:
-            self._cache.put(payment.idempotency_key, operation,
-                            {"terms": payment.terms_digest, "outcome": asdict(outcome)})
+    def _remember(self, payment: Payment, outcome: Any) -> Any:
+        for operation, entry in terminal_entries(payment).items():
+            self._cache.put(payment.idempotency_key, operation, entry)
         return outcome
 
     def _replay(self, cached: dict[str, Any], request: _Request, kind: type[Outcome]) -> Outcome:
         if cached["terms"] != request.requirements.digest:
-            conflict = VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS)
+            message = "this payment was first presented with other requirements"
+            conflict = VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, message=message)
             return conflict if kind is VerifyOutcome else SettleOutcome.failed(
-                Code.INVALID_PAYMENT_REQUIREMENTS, network=request.requirements.network)
+                Code.INVALID_PAYMENT_REQUIREMENTS, network=request.requirements.network, message=message)
+        if kind is SettleOutcome:
+            return repeated_settle(SettleOutcome(**cached["outcome"]), cached.get("answer_key"), request.request_key)
         return kind(**cached["outcome"]).as_replay()
 
     # -- persistence --------------------------------------------------------------------------------------
@@ -276,7 +392,7 @@ class Payments(Application):
     def _exclusive(self, key: str, ttl: float) -> Iterator[None]:
         with self._locks.hold(key, ttl) as held:
             if not held:
-                raise DuplicateRequest(key)
+                raise DuplicateRequest("another request for this payment is in progress; retry")
             yield
 
     def _get(self, key: str) -> Payment | None:
@@ -285,11 +401,22 @@ class Payments(Application):
         except AggregateNotFoundError:
             return None
 
-    def _save(self, payment: Payment) -> None:
+    def _claim(self, kind: ClaimKind, subject: str) -> Claim | None:
         try:
-            self.save(payment)
+            return self.repository.get(claim_id(kind, subject))
+        except AggregateNotFoundError:
+            return None
+
+    def _save(self, payment: Payment, request: _Request | None = None) -> None:
+        """One save of the payment and the claims its request made: all of them are recorded, or none."""
+        claims = list(request.claims) if request else []
+        if request:
+            request.claims.clear()
+        try:
+            self.save(payment, *claims)
         except IntegrityError as race:
-            raise DuplicateRequest(payment.idempotency_key) from race
+            raise DuplicateRequest("another request for this payment, or for its transaction, won the race; "
+                                   "retry") from race
 
 
 class SimulationFailed(PaymentRejected):
@@ -300,19 +427,3 @@ class SimulationFailed(PaymentRejected):
 
 def _details(rejected: PaymentRejected) -> dict[str, Any] | None:
     return getattr(rejected, "details", None)
-
-
-def verify_outcome(payment: Payment) -> VerifyOutcome:
-    if payment.verify_outcome is PaymentState.APPROVED:
-        return VerifyOutcome(is_valid=True, payer=payment.payer)
-    details = payment.details if payment.reason == Code.SIMULATION_FAILED.value else None
-    return VerifyOutcome.invalid(payment.reason, payment.payer, details)
-
-
-def settle_outcome(payment: Payment) -> SettleOutcome:
-    if payment.state is PaymentState.CONFIRMED:
-        return SettleOutcome(success=True, transaction=payment.signature, network=payment.network,
-                             payer=payment.payer)
-    if payment.state is PaymentState.SUBMITTED:
-        return SettleOutcome.failed(Code.SETTLEMENT_PENDING, payment.payer, payment.network, payment.signature)
-    return SettleOutcome.failed(payment.settle_reason, payment.payer, payment.network, payment.signature)

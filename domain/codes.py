@@ -29,3 +29,7 @@ class Code(StrEnum):
     SUBMISSION_FAILED = "submission_failed"
     # x402 v2: a settle whose transaction was broadcast but not yet confirmed (non-terminal).
     SETTLEMENT_PENDING = "settlement_pending"
+    # x402 v2 SVM `exact`: a payment (or its transaction, or its payTo+memo pair) already settled.
+    DUPLICATE_SETTLEMENT = "duplicate_settlement"
+    MEMO_COUNT = "invalid_exact_svm_payload_memo_count"
+    MEMO_MISMATCH = "invalid_exact_svm_payload_memo_mismatch"

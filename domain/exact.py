@@ -23,6 +23,7 @@ from domain.solana_tx import (
     ensure_well_formed,
     lookup_tables,
     message_bytes,
+    message_hash,
     parse_address,
     payment_fingerprint,
     resolve_instructions,
@@ -37,6 +38,7 @@ __all__ = [
     "inspect_exact",
     "lookup_tables",
     "message_bytes",
+    "message_hash",
     "payment_fingerprint",
     "with_fee_payer_signature",
 ]
@@ -94,8 +96,10 @@ def inspect_exact(
     fee_payers: Collection[str],
     limits: ExactLimits = DEFAULT_LIMITS,
     loaded: Mapping[str, Sequence[str]] = _NO_TABLES,
+    memo: str | None = None,
 ) -> ExactPayment:
-    """Check `tx` against the payment requirements; `loaded` maps each lookup table to its addresses."""
+    """Check `tx` against the payment requirements; `loaded` maps each lookup table to its addresses, `memo` is
+    the requirements' `extra.memo` when they carry one."""
     asset = parse_address(asset, Code.INVALID_PAYMENT_REQUIREMENTS, "asset")
     pay_to = parse_address(pay_to, Code.INVALID_PAYMENT_REQUIREMENTS, "payTo")
     ensure_well_formed(tx)
@@ -106,10 +110,12 @@ def inspect_exact(
     transfer = _transfer(instructions[2])
     payer = transfer.authority
     _check_trailing(instructions[3:], payer)
+    _check_memo(instructions[3:], memo, payer)
     _check_priority_fee(units, price, limits, payer)
     fee_payer = str(tx.message.account_keys[0])
     _check_fee_payer(fee_payer, fee_payers, transfer, instructions)
     _check_terms(transfer, asset=asset, pay_to=pay_to, amount=amount)
+    _check_signers(tx, fee_payer, payer)
     _check_client_signatures(tx, payer)
     return ExactPayment(
         fee_payer=fee_payer,
@@ -180,6 +186,20 @@ def _check_trailing(trailing: Sequence[ResolvedInstruction], payer: str) -> None
             )
 
 
+def _check_memo(trailing: Sequence[ResolvedInstruction], memo: str | None, payer: str) -> None:
+    """Rule 3b: with `extra.memo` in the requirements, exactly one Memo instruction, carrying exactly it."""
+    if memo is None:
+        return
+    memos = [ix for ix in trailing if ix.program == Programs.MEMO]
+    if len(memos) != 1:
+        raise PaymentRejected(
+            Code.MEMO_COUNT, f"{len(memos)} Memo instructions; the requirements' extra.memo needs exactly one",
+            payer=payer,
+        )
+    if memos[0].data != memo.encode():
+        raise PaymentRejected(Code.MEMO_MISMATCH, "the Memo instruction's data differs from extra.memo", payer=payer)
+
+
 def _check_priority_fee(units: int, price: int, limits: ExactLimits, payer: str) -> None:
     """Rule 4: the compute-unit limit and price stay within the configured caps."""
     if units > limits.max_compute_unit_limit:
@@ -246,6 +266,20 @@ def _check_terms(transfer: _Transfer, *, asset: str, pay_to: str, amount: int) -
         raise PaymentRejected(
             Code.AUTHORIZATION_VALUE,
             f"transfer amount {transfer.amount}; expected exactly {amount}",
+            payer=payer,
+        )
+
+
+def _check_signers(tx: VersionedTransaction, fee_payer: str, payer: str) -> None:
+    """Rule 11a: the fee payer pays for two signatures at most, its own and the transfer authority's."""
+    required = tx.message.header.num_required_signatures
+    signers = {str(key) for key in list(tx.message.account_keys)[:required]}
+    if not signers <= {fee_payer, payer}:
+        others = ", ".join(sorted(signers - {fee_payer, payer}))
+        raise PaymentRejected(
+            Code.INVALID_PAYLOAD,
+            f"the transaction needs signatures of {others}; the fee payer pays only for its own and the transfer "
+            "authority's",
             payer=payer,
         )
 

@@ -2,7 +2,9 @@
 
 Its events are the audit trail. Verify outcomes (APPROVED / REJECTED) and settle outcomes (SUBMITTED, then
 CONFIRMED / FAILED) are kept apart, so a verify and a later settle of the same payment each answer with their own
-result, and a duplicate of either is answered from what was recorded.
+result. Settled means settled once: exactly one settle answer says success, and the payment records which one
+(`Confirmed` with `answered`, or `SuccessAnswered` after a confirmation nobody was told of), with the merchant's
+`Idempotency-Key` of that request, so only a retry carrying that key is answered the stored success again.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Payment(Aggregate):
         extensions: dict[str, Any]
         resource: dict[str, Any] | None
         max_timeout_seconds: int
+        message_hash: str | None = None
 
     class Approved(Aggregate.Event):
         payer: str
@@ -57,14 +60,27 @@ class Payment(Aggregate):
         fee_payer: str
         blockhash: str
         transaction: str
+        request_key: str | None = None
 
     class Confirmed(Aggregate.Event):
+        """The transaction is confirmed. `answered`: a settle request answers success with this very event (events
+        recorded before the field existed were all answered); False when a re-send found it confirmed."""
+
         signature: str
+        answered: bool = True
+        request_key: str | None = None
+
+    class SuccessAnswered(Aggregate.Event):
+        """A settle answered success for a payment confirmed while nobody was waiting (the retry after
+        `settlement_pending`)."""
+
+        request_key: str | None
 
     class Failed(Aggregate.Event):
         reason: str
         message: str
         signature: str | None
+        request_key: str | None = None
 
     @staticmethod
     def create_id(idempotency_key: str, **_: Any) -> UUID:
@@ -84,8 +100,9 @@ class Payment(Aggregate):
         extensions: dict[str, Any],
         resource: dict[str, Any] | None,
         max_timeout_seconds: int = DEFAULT_MAX_TIMEOUT_SECONDS,
+        message_hash: str | None = None,
     ) -> None:
-        self.idempotency_key, self.client_id = idempotency_key, client_id
+        self.idempotency_key, self.client_id, self.message_hash = idempotency_key, client_id, message_hash
         self.network, self.asset, self.amount, self.pay_to = network, asset, amount, pay_to
         self.terms_digest, self.client_signature = terms_digest, client_signature
         self.extensions, self.resource, self.max_timeout_seconds = extensions, resource, max_timeout_seconds
@@ -99,6 +116,8 @@ class Payment(Aggregate):
         self.blockhash: str | None = None
         self.transaction: str | None = None
         self.settle_reason: str | None = None
+        self.success_answered = False
+        self.answer_key: str | None = None  # the Idempotency-Key of the settle request answered success
 
     # -- verify outcomes -------------------------------------------------------------------------------
 
@@ -124,33 +143,49 @@ class Payment(Aggregate):
 
     # -- settle outcomes -------------------------------------------------------------------------------
 
-    def submit(self, signature: str, fee_payer: str, blockhash: str, transaction: str) -> None:
-        """Record the broadcast before it happens: a retry then reconciles by signature, never re-broadcasts."""
+    def submit(self, signature: str, fee_payer: str, blockhash: str, transaction: str,
+               request_key: str | None = None) -> None:
+        """Record the broadcast before it happens: a retry re-sends these very bytes, never a different
+        transaction."""
         if self.state is not PaymentState.APPROVED:
             raise PaymentStateError(self.id, self.state, "be submitted")
-        self._submit(signature=signature, fee_payer=fee_payer, blockhash=blockhash, transaction=transaction)
+        self._submit(signature=signature, fee_payer=fee_payer, blockhash=blockhash, transaction=transaction,
+                     request_key=request_key)
 
     @event(SettlementSubmitted)
-    def _submit(self, signature: str, fee_payer: str, blockhash: str, transaction: str) -> None:
+    def _submit(self, signature: str, fee_payer: str, blockhash: str, transaction: str,
+                request_key: str | None = None) -> None:
         self.signature, self.blockhash, self.transaction = signature, blockhash, transaction
         self.state = PaymentState.SUBMITTED
 
-    def confirm(self) -> None:
+    def confirm(self, *, answered: bool, request_key: str | None = None) -> None:
+        """The chain confirmed the transaction; `answered` when a settle request answers success with it."""
         if self.state is not PaymentState.SUBMITTED:
             raise PaymentStateError(self.id, self.state, "be confirmed")
-        self._confirm(signature=self.signature)
+        self._confirm(signature=self.signature, answered=answered, request_key=request_key if answered else None)
 
     @event(Confirmed)
-    def _confirm(self, signature: str) -> None:
+    def _confirm(self, signature: str, answered: bool = True, request_key: str | None = None) -> None:
         self.state = PaymentState.CONFIRMED
+        self.success_answered, self.answer_key = answered, request_key
 
-    def fail(self, reason: str, message: str) -> None:
+    def answer_success(self, request_key: str | None) -> None:
+        """The one success answer of a payment confirmed while no settle was waiting."""
+        if self.state is not PaymentState.CONFIRMED or self.success_answered:
+            raise PaymentStateError(self.id, self.state, "answer success again")
+        self._answer_success(request_key=request_key)
+
+    @event(SuccessAnswered)
+    def _answer_success(self, request_key: str | None) -> None:
+        self.success_answered, self.answer_key = True, request_key
+
+    def fail(self, reason: str, message: str, request_key: str | None = None) -> None:
         if self.is_settled:
             raise PaymentStateError(self.id, self.state, "fail")
-        self._fail(reason=reason, message=message, signature=self.signature)
+        self._fail(reason=reason, message=message, signature=self.signature, request_key=request_key)
 
     @event(Failed)
-    def _fail(self, reason: str, message: str, signature: str | None) -> None:
+    def _fail(self, reason: str, message: str, signature: str | None, request_key: str | None = None) -> None:
         self.settle_reason, self.message = reason, message
         self.state = PaymentState.FAILED
 

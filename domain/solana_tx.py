@@ -110,6 +110,11 @@ def resolve_instructions(
     )
 
 
+def message_hash(tx: VersionedTransaction) -> str:
+    """Hex SHA-256 of the signed message: what identifies a transaction before any signature is trusted."""
+    return hashlib.sha256(message_bytes(tx)).hexdigest()
+
+
 def payment_fingerprint(tx: VersionedTransaction) -> str:
     """The client's signature (base58), else the fee payer's, else the hex SHA-256 of the message."""
     signatures = list(tx.signatures)

@@ -23,9 +23,17 @@ class Requirements:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
+    def memo(self) -> str | None:
+        """`extra.memo`: the transaction must carry it in its one Memo, and (payTo, memo) settles once."""
+        memo = self.extra.get("memo")
+        return memo if isinstance(memo, str) and memo else None
+
+    @property
     def digest(self) -> str:
         """What a payment is bound to: a retry presenting other terms is not the same payment."""
         terms = [self.scheme, self.network, str(self.amount), self.asset, self.pay_to]
+        if self.memo is not None:
+            terms.append(self.memo)
         return hashlib.sha256(json.dumps(terms).encode()).hexdigest()
 
     def same_terms(self, other: Requirements) -> bool:

@@ -9,8 +9,7 @@ payer) in the view itself; it never loads an aggregate. A miss is never an answe
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
 from functools import singledispatchmethod
 from typing import Any
 
@@ -18,8 +17,7 @@ from eventsourcing.persistence import Tracking, TrackingRecorder
 from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 
-from application.outcomes import SettleOutcome, VerifyOutcome
-from domain.codes import Code
+from application.outcomes import SettleOutcome, answered_entries, cache_entry, rejected_verify
 from domain.payment import Payment
 
 
@@ -37,9 +35,12 @@ class ResultCacheView(TrackingRecorder):
 
 
 class ResultCacheProjection(Projection[ResultCacheView]):
+    """Writes, from the events, what `application.outcomes.terminal_entries` says the cache holds."""
+
     name = "result_cache"
     topics = tuple(get_topic(cls) for cls in (
-        Payment.Received, Payment.Approved, Payment.Rejected, Payment.Confirmed, Payment.Failed,
+        Payment.Received, Payment.Approved, Payment.Rejected, Payment.Confirmed, Payment.SuccessAnswered,
+        Payment.Failed,
     ))
 
     @singledispatchmethod
@@ -48,43 +49,44 @@ class ResultCacheProjection(Projection[ResultCacheView]):
 
     @process_event.register
     def _(self, e: Payment.Received, tracking: Tracking) -> None:
-        payment = {"key": e.idempotency_key, "terms": e.terms_digest, "network": e.network, "payer": None}
+        payment = {"key": e.idempotency_key, "terms": e.terms_digest, "network": e.network, "payer": None,
+                   "transaction": None}
         self.view.record(tracking, payment_id=str(e.originator_id), payment=payment)
 
     @process_event.register
     def _(self, e: Payment.Approved, tracking: Tracking) -> None:
-        self._verified(e, tracking, e.payer, VerifyOutcome(is_valid=True, payer=e.payer))
+        self._update(e, tracking, lambda payment: ({**payment, "payer": e.payer}, {}))
 
     @process_event.register
     def _(self, e: Payment.Rejected, tracking: Tracking) -> None:
-        details = e.details if e.reason == Code.SIMULATION_FAILED.value else None
-        self._verified(e, tracking, e.payer, VerifyOutcome.invalid(e.reason, e.payer, details))
+        outcome = rejected_verify(e.reason, e.payer, e.details, e.message)
+        self._update(e, tracking, lambda payment: (
+            {**payment, "payer": e.payer}, {"verify": cache_entry(payment["terms"], outcome)}))
 
     @process_event.register
     def _(self, e: Payment.Confirmed, tracking: Tracking) -> None:
-        payment = self.view.payment(str(e.originator_id))
-        if payment is None:
-            return self.view.record(tracking)
-        outcome = SettleOutcome(success=True, transaction=e.signature, network=payment["network"],
-                                payer=payment["payer"])
-        self.view.record(tracking, results={(payment["key"], "settle"): _entry(payment, outcome)})
+        if not e.answered:  # confirmed with nobody told yet: the next settle answers success, so nothing is final
+            return self._update(e, tracking, lambda payment: ({**payment, "transaction": e.signature}, {}))
+        self._update(e, tracking, lambda payment: (
+            {**payment, "transaction": e.signature},
+            answered_entries(payment["terms"], e.signature, payment["network"], payment["payer"], e.request_key)))
+
+    @process_event.register
+    def _(self, e: Payment.SuccessAnswered, tracking: Tracking) -> None:
+        self._update(e, tracking, lambda payment: (payment, answered_entries(
+            payment["terms"], payment["transaction"], payment["network"], payment["payer"], e.request_key)))
 
     @process_event.register
     def _(self, e: Payment.Failed, tracking: Tracking) -> None:
-        payment = self.view.payment(str(e.originator_id))
-        if payment is None:
-            return self.view.record(tracking)
-        outcome = SettleOutcome.failed(e.reason, payment["payer"], payment["network"], e.signature)
-        self.view.record(tracking, results={(payment["key"], "settle"): _entry(payment, outcome)})
+        self._update(e, tracking, lambda payment: (payment, {"settle": cache_entry(
+            payment["terms"], SettleOutcome.failed(e.reason, payment["payer"], payment["network"], e.signature,
+                                                   e.message))}))
 
-    def _verified(self, e: Payment.Event, tracking: Tracking, payer: str | None, outcome: VerifyOutcome) -> None:
+    def _update(self, e: Payment.Event, tracking: Tracking,
+                change: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> None:
         payment = self.view.payment(str(e.originator_id))
         if payment is None:  # its state expired: leave the answer to the event store
             return self.view.record(tracking)
-        payment = {**payment, "payer": payer}
+        payment, entries = change(payment)
         self.view.record(tracking, payment_id=str(e.originator_id), payment=payment,
-                         results={(payment["key"], "verify"): _entry(payment, outcome)})
-
-
-def _entry(payment: dict[str, Any], outcome: VerifyOutcome | SettleOutcome) -> dict[str, Any]:
-    return {"terms": payment["terms"], "outcome": asdict(outcome)}
+                         results={(payment["key"], operation): entry for operation, entry in entries.items()})

@@ -65,6 +65,17 @@ class Gateway:
         return self.client.simulate_post(path, json=body, headers=self.headers if headers is None else headers)
 
 
+def payment_key(container: Container, api_key: str, body: dict) -> str:
+    """The idempotency key Paywarden derives for `body` presented with `api_key`."""
+    from domain.exact import decode_transaction, message_hash
+    from domain.idempotency import idempotency_key
+    from domain.merchant import key_hash
+
+    tx = decode_transaction(body["paymentPayload"]["payload"]["transaction"])
+    merchant = container.accounts.get_key(key_hash(api_key)).merchant_id
+    return idempotency_key(f"merchant:{merchant}", int(body["paymentRequirements"]["amount"]), message_hash(tx))
+
+
 def make_gateway(tmp_path: Path, sandbox: Any, *, resolver: Any = None, **config: Any) -> Gateway:
     container = build(Config(data_dir=tmp_path, **config), sandbox=sandbox, resolver=resolver)
     container.merchants.register("acme")

@@ -142,3 +142,75 @@ class PrivateRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RpcProxy:
+    """A JSON-RPC proxy in front of a Solana RPC (the localnet) that breaks broadcasts on demand.
+
+    - `drop[method] = n`: the next n requests of that method are lost (the connection closes with no answer, as
+      when a broadcast is lost on the way);
+    - `hold_broadcast()`: the next sendTransaction is forwarded, its signature noted, `broadcast` set, and its
+      answer kept back until `release` is set (the transaction landed; its sender has not heard yet).
+    `sends` lists the signatures of the forwarded broadcasts, `seen` counts requests by method."""
+
+    def __init__(self, target_url: str, drop: dict[str, int] | None = None) -> None:
+        import http.server
+        import json
+        import urllib.request
+
+        self.target, self.drop, self.seen, self.sends = target_url, dict(drop or {}), {}, []
+        self.broadcast, self.release, self._armed = threading.Event(), threading.Event(), False
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                method = json.loads(body).get("method", "")
+                with proxy._lock:
+                    proxy.seen[method] = proxy.seen.get(method, 0) + 1
+                    lost = proxy.drop.get(method, 0) > 0
+                    if lost:
+                        proxy.drop[method] -= 1
+                if lost:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                request = urllib.request.Request(proxy.target, body, {"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=10) as upstream:
+                    answer = upstream.read()
+                if method == "sendTransaction":
+                    proxy.sends.append(json.loads(answer).get("result"))
+                    if proxy._armed:
+                        proxy._armed = False
+                        proxy.broadcast.set()
+                        proxy.release.wait(30)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def __enter__(self) -> RpcProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def hold_broadcast(self) -> None:
+        self.broadcast.clear()
+        self.release.clear()
+        self._armed = True
+
+    def close(self) -> None:
+        self.release.set()
+        self._server.shutdown()
+        self._server.server_close()

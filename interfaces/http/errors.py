@@ -29,25 +29,40 @@ class WireError(Exception):
         self.code, self.status, self.message = str(code), status, message or str(code)
 
 
-def payment_body(operation: str | None, code: str) -> dict:
+def payment_body(operation: str | None, code: str, message: str | None = None) -> dict:
+    """The body of a refused request in its endpoint's shape, with the x402 v2 message field."""
+    message = message or code
     if operation == "verify":
-        return {"isValid": False, "invalidReason": code}
+        return {"isValid": False, "invalidReason": code, "invalidMessage": message}
     if operation == "settle":
-        return {"success": False, "errorReason": code}
-    return {"error": code, "message": code}
+        return {"success": False, "errorReason": code, "errorMessage": message}
+    return {"error": code, "message": message}
+
+
+def schema_message(messages: object, prefix: str = "") -> str:
+    """Marshmallow's messages as `field.path: what is wrong; ...` (field names and rules, never the values)."""
+    if isinstance(messages, dict):
+        parts = [schema_message(value, f"{prefix}.{key}" if prefix and key != "_schema" else
+                                (prefix if key == "_schema" else str(key))) for key, value in messages.items()]
+        return "; ".join(part for part in parts if part)
+    if isinstance(messages, list | tuple):
+        texts = [schema_message(m, prefix) if isinstance(m, dict | list) else str(m) for m in messages]
+        text = " ".join(texts)
+        return f"{prefix}: {text}" if prefix and not any(isinstance(m, dict | list) for m in messages) else text
+    return f"{prefix}: {messages}" if prefix else str(messages)
 
 
 def _wire_error(req: falcon.Request, resp: falcon.Response, ex: WireError, params: dict) -> None:
     operation = getattr(req.context, "operation", None)
     resp.status = ex.status
-    resp.media = payment_body(operation, ex.code) if operation else {"error": ex.code, "message": ex.message}
+    resp.media = payment_body(operation, ex.code, ex.message)
 
 
 def _validation_error(req: falcon.Request, resp: falcon.Response, ex: ValidationError, params: dict) -> None:
     operation = getattr(req.context, "operation", None)
     code = str(classify(ex.messages)) if operation else "invalid_request"
     resp.status = falcon.HTTP_400
-    resp.media = payment_body(operation, code) if operation else {"error": code, "message": str(ex.messages)}
+    resp.media = payment_body(operation, code, schema_message(ex.messages))
 
 
 def _unauthorized(req: falcon.Request, resp: falcon.Response, ex: Unauthorized, params: dict) -> None:
@@ -81,7 +96,8 @@ def _unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, param
     request_id = getattr(req.context, "request_id", None) or uuid.uuid4().hex
     log.exception("unexpected error", extra={"request_id": request_id, "path": req.path})
     resp.status = falcon.HTTP_500
-    resp.media = payment_body(operation, str(code)) if code else {"error": "internal_error", "message": request_id}
+    resp.media = (payment_body(operation, str(code), f"unexpected server error (request {request_id}); retry")
+                  if code else {"error": "internal_error", "message": request_id})
 
 
 def register(app: falcon.App) -> None:

@@ -61,8 +61,13 @@ def _payment_responses(operation: str) -> dict[str, Any]:
         unexpected = _narrow("VerifyResponse", isValid={"const": False},
                              invalidReason={"const": Code.UNEXPECTED_VERIFY_ERROR.value}, required=["invalidReason"])
     else:
-        ok = _json("settled (confirmed on chain)", _narrow("SettleResponse", success={"const": True},
-                                                           required=["transaction", "network", "payer"]))
+        settled = _narrow("SettleResponse", success={"const": True}, required=["transaction", "network", "payer"])
+        pending = _narrow("SettleResponse", success={"const": False},
+                          errorReason={"const": Code.SETTLEMENT_PENDING.value},
+                          required=["errorReason", "transaction", "network"])
+        ok = _json("settled (confirmed on chain); or `settlement_pending`: broadcast, not yet confirmed within the "
+                   "budget — retry the same settle (x402 v2 clients retry once, on a 200)",
+                   {"oneOf": [settled, pending]})
         failed = _narrow("SettleResponse", success={"const": False}, errorReason={"enum": FAILURES},
                          required=["errorReason"])
         unexpected = _narrow("SettleResponse", success={"const": False},
@@ -80,11 +85,16 @@ def _payment_responses(operation: str) -> dict[str, Any]:
         "429": _json("rate limited", _error(("rate_limited",)), **{"Retry-After": RETRY_AFTER}),
         "500": _json("server fault (chain or database unreachable): retry", unexpected),
     }
-    if operation == "settle":
-        responses["202"] = _json("broadcast, not yet confirmed within the budget: retry the same settle", _narrow(
-            "SettleResponse", success={"const": False}, errorReason={"const": Code.SETTLEMENT_PENDING.value},
-            required=["errorReason", "transaction", "network"]), **{"Idempotent-Replayed": replayed})
     return responses
+
+
+IDEMPOTENCY_KEY_PARAMETER = {
+    "in": "header", "name": "Idempotency-Key", "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x21-\\x7e][\\x20-\\x7e]*$"},
+    "description": "the merchant's own key for this settle (Stripe's convention): a retry with the same key after "
+                   "a lost answer gets the stored result; a settled payment answers every other settle "
+                   "`duplicate_settlement`",
+}
 
 
 def _error(codes: tuple[str, ...]) -> dict[str, Any]:
@@ -136,6 +146,7 @@ def build_document(*, anonymous: bool = False) -> dict[str, Any]:
         for operation, summary in summaries.items():
             spec.path(f"{prefix}/{operation}", operations={"post": {
                 "operationId": operation + suffix, "summary": summary, "security": security, "requestBody": body,
+                "parameters": [IDEMPOTENCY_KEY_PARAMETER] if operation == "settle" else [],
                 "responses": _payment_responses(operation)}})
         spec.path(f"{prefix}/supported", operations={"get": {
             "operationId": "supported" + suffix, "summary": "The payment kinds this client may use",

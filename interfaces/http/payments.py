@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import falcon
 
 from application.outcomes import SettleOutcome
 from application.payments import Payments
+from domain.codes import Code
 from domain.networks import SCHEME_EXACT, X402_VERSION
 from interfaces.http.body import read_json
+from interfaces.http.errors import WireError
 from interfaces.http.schemas import (
     PaymentRequestSchema,
     SettleResponseSchema,
@@ -17,6 +21,8 @@ from interfaces.http.schemas import (
 from interfaces.signers import KeypairFeePayers
 
 REPLAYED = "Idempotent-Replayed"
+IDEMPOTENCY_KEY = "Idempotency-Key"
+_PRINTABLE = re.compile(r"^[\x21-\x7e][\x20-\x7e]{0,254}$")
 
 
 class VerifyResource:
@@ -44,17 +50,27 @@ class SettleResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         command = self._schema.load(read_json(req))
         outcome = self._payments.settle(req.context.client, command["payment_payload"],
-                                        command["payment_requirements"])
+                                        command["payment_requirements"], _idempotency_key(req))
         resp.status = _settle_status(outcome)
         resp.media = self._dump.dump(outcome)
         if outcome.replayed:
             resp.set_header(REPLAYED, "true")
 
 
+def _idempotency_key(req: falcon.Request) -> str | None:
+    """Stripe's convention: 1 to 255 printable ASCII characters, sent again on a retry of the same settle."""
+    key = req.get_header(IDEMPOTENCY_KEY)
+    if key is not None and not _PRINTABLE.fullmatch(key):
+        raise WireError(Code.INVALID_PAYLOAD, message=f"the {IDEMPOTENCY_KEY} header must be 1 to 255 printable "
+                                                      "ASCII characters")
+    return key
+
+
 def _settle_status(outcome: SettleOutcome) -> str:
-    if outcome.success:
+    """`settlement_pending` is a 200 (x402 v2: the SDKs retry once, and only on a 200 they can parse)."""
+    if outcome.success or outcome.pending:
         return falcon.HTTP_200
-    return falcon.HTTP_202 if outcome.pending else falcon.HTTP_400
+    return falcon.HTTP_400
 
 
 class SupportedResource:

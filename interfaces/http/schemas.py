@@ -16,6 +16,7 @@ CAIP2 = re.compile(r"^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$")
 BASE58_ADDRESS = validate.Regexp(r"^[1-9A-HJ-NP-Za-km-z]{32,44}$", error="not a base58 address")
 U64_MAX = 2**64 - 1
 MAX_TRANSACTION_B64 = 1644  # a Solana packet is 1232 bytes; base64 of that, rounded up
+MAX_MEMO_BYTES = 256  # x402 SVM `exact`: extra.memo
 
 
 class Version(fields.Integer):
@@ -50,6 +51,12 @@ class PaymentRequirementsSchema(Schema):
     def _caip2(self, value: str, **_: Any) -> None:
         if not CAIP2.fullmatch(value):
             raise ValidationError("must be a CAIP-2 identifier <namespace>:<reference>")
+
+    @validates("extra")
+    def _memo(self, value: dict[str, Any], **_: Any) -> None:
+        memo = value.get("memo")
+        if memo is not None and (not isinstance(memo, str) or len(memo.encode()) > MAX_MEMO_BYTES):
+            raise ValidationError({"memo": [f"extra.memo must be a UTF-8 string of at most {MAX_MEMO_BYTES} bytes"]})
 
     @post_load
     def _make(self, data: dict[str, Any], **_: Any) -> Requirements:
@@ -132,6 +139,8 @@ class VerifyResponseSchema(Schema):
     is_valid = fields.Boolean(data_key="isValid", required=True)
     payer = fields.String()
     invalid_reason = fields.String(data_key="invalidReason")
+    invalid_message = fields.String(data_key="invalidMessage",
+                                    metadata={"description": "the field or rule that failed, in words (x402 v2)"})
     simulation_details = fields.Dict(data_key="simulationDetails")
 
     _clean = post_dump(lambda self, data, **_: _without_none(data))
@@ -143,6 +152,8 @@ class SettleResponseSchema(Schema):
     network = fields.String()
     payer = fields.String()
     error_reason = fields.String(data_key="errorReason")
+    error_message = fields.String(data_key="errorMessage",
+                                  metadata={"description": "the field or rule that failed, in words (x402 v2)"})
 
     _clean = post_dump(lambda self, data, **_: _without_none(data))
 

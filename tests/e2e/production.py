@@ -1,21 +1,18 @@
 """A production-shaped stack for end-to-end tests: `paywarden serve` processes over one PostgreSQL database, one
-Redis and one localnet, reached through a JSON-RPC proxy that can hold the answer to a broadcast.
+Redis and one localnet, reached through a JSON-RPC proxy that can hold the answer to a broadcast
+(`tests.faults.RpcProxy`).
 
 `production_stack()` is a generator for a module-scoped fixture (see test_production_stack.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -27,52 +24,7 @@ from interfaces.config import Config
 from interfaces.container import Container, build
 from interfaces.signers import write_keypair
 from tests.conftest import USDC
-from tests.faults import free_port, wait_until
-
-
-class RpcProxy:
-    """Forwards JSON-RPC to the localnet. Armed with `hold_broadcast()`, it forwards the next sendTransaction,
-    notes its signature, sets `broadcast` and keeps the answer back until `release` is set."""
-
-    def __init__(self, target: str) -> None:
-        self.target, self.sends = target, []
-        self.broadcast, self.release, self._armed = threading.Event(), threading.Event(), False
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                request = urllib.request.Request(proxy.target, body, {"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=10) as upstream:
-                    answer = upstream.read()
-                if b'"sendTransaction"' in body:
-                    proxy.sends.append(json.loads(answer).get("result"))
-                    if proxy._armed:
-                        proxy._armed = False
-                        proxy.broadcast.set()
-                        proxy.release.wait(30)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def hold_broadcast(self) -> None:
-        self.broadcast.clear()
-        self.release.clear()
-        self._armed = True
-
-    def close(self) -> None:
-        self.release.set()
-        self._server.shutdown()
+from tests.faults import RpcProxy, free_port, wait_until
 
 
 def children(pid: int) -> list[int]:

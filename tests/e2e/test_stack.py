@@ -95,13 +95,16 @@ def test_the_same_settle_sent_20_times_concurrently_transfers_once(stack):
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(settle, range(20)))
     successes = [a for a in answers if a.status_code == 200]
-    assert successes, [a.text for a in answers]
-    assert len({a.json()["transaction"] for a in successes}) == 1
-    fresh = [a for a in successes if a.headers.get("Idempotent-Replayed") != "true"]
-    assert len(fresh) == 1
+    # Exactly one answer says success: the others were in flight with it (duplicate_request) or came after it
+    # (duplicate_settlement, naming the same transaction).
+    assert len(successes) == 1, [a.text for a in answers]
+    transaction = successes[0].json()["transaction"]
     for answer in answers:
         if answer.status_code != 200:
-            assert (answer.status_code, answer.json()["errorReason"]) == (400, "duplicate_request"), answer.text
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["errorReason"] in ("duplicate_request", "duplicate_settlement"), answer.text
+            if answer.json()["errorReason"] == "duplicate_settlement":
+                assert answer.json()["transaction"] == transaction
     assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
     assert confirmed_events(stack) == confirmed_before + 1
 

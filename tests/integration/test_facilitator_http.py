@@ -9,9 +9,9 @@ from solders.pubkey import Pubkey
 
 from application.ports import ChainUnavailableError
 from domain.codes import Code
-from domain.exact import associated_token_address, decode_transaction, payment_fingerprint
-from domain.idempotency import idempotency_key, payment_id
-from domain.merchant import key_hash, key_prefix
+from domain.exact import associated_token_address
+from domain.idempotency import payment_id
+from domain.merchant import key_prefix
 from domain.networks import DEVNET, MAINNET, KeyEnv, Programs
 from interfaces.exact_client import (
     compute_unit_limit_ix,
@@ -21,7 +21,7 @@ from interfaces.exact_client import (
     to_base64,
     transfer_checked_ix,
 )
-from tests.conftest import USDC, Gateway
+from tests.conftest import USDC, Gateway, payment_key
 
 AMOUNT = USDC // 100
 
@@ -76,9 +76,7 @@ def test_the_event_history_of_a_settled_payment_reads_received_approved_submitte
 
 
 def key_of(gateway: Gateway, body) -> str:
-    tx = decode_transaction(body["paymentPayload"]["payload"]["transaction"])
-    merchant = gateway.container.accounts.get_key(key_hash(gateway.api_key)).merchant_id
-    return idempotency_key(f"merchant:{merchant}", int(body["paymentRequirements"]["amount"]), payment_fingerprint(tx))
+    return payment_key(gateway.container, gateway.api_key, body)
 
 
 def _payment_id(gateway: Gateway, body):
@@ -86,11 +84,18 @@ def _payment_id(gateway: Gateway, body):
 
 
 def test_a_duplicate_after_a_terminal_result_is_replayed_unchanged(gateway):
-    body = gateway.body()
-    first = gateway.post("/settle", body)
-    second = gateway.post("/v1/settle", body)
+    poor = Keypair()
+    gateway.sandbox.mint_usdc(str(poor.pubkey()), 1)
+    body = gateway.body(gateway.transaction(payer=poor))
+    first = gateway.post("/verify", body)
+    second = gateway.post("/v1/verify", body)
+    assert first.status_code == second.status_code == 400
     assert first.json == second.json and second.headers.get("Idempotent-Replayed") == "true"
     assert "Idempotent-Replayed" not in first.headers
+    failed = gateway.post("/settle", body)
+    again = gateway.post("/v1/settle", body)
+    assert failed.json == again.json and failed.json["errorReason"] == Code.SIMULATION_FAILED
+    assert again.headers.get("Idempotent-Replayed") == "true"
 
 
 def test_simulation_failure_of_an_unfunded_payer_gives_the_last_five_logs(gateway):
@@ -136,6 +141,9 @@ def test_malformed_requests_get_their_code_and_record_nothing(gateway, mutate, c
     key = "invalidReason" if "verify" in path else "errorReason"
     assert result.json[key] == code
     assert result.json.get("isValid", result.json.get("success")) is False
+    # x402 v2's message field names what is wrong, in words beyond the code.
+    message = result.json["invalidMessage" if "verify" in path else "errorMessage"]
+    assert message and message != code
     assert gateway.container.payments.recorder.max_notification_id() in (None, 0)
 
 
@@ -160,6 +168,7 @@ def test_each_transaction_rule_has_its_code_over_http(gateway):
         status, body = verify(g, g.body(transaction))
         assert (status, body["isValid"], body["invalidReason"]) == (400, False, code), code
         assert "simulationDetails" not in body
+        assert body["invalidMessage"] and body["invalidMessage"] != code
     assert settle(g, g.body(g.transaction(amount=AMOUNT - 1)))[1]["errorReason"] == Code.AUTHORIZATION_VALUE
 
 
@@ -181,7 +190,9 @@ def test_a_concurrent_duplicate_gets_duplicate_request(gateway):
     body = gateway.body()
     with gateway.container.payments._locks.hold(key_of(gateway, body), 30) as held:
         assert held
-        assert verify(gateway, body) == (400, {"isValid": False, "invalidReason": "duplicate_request"})
+        status, refused = verify(gateway, body)
+        assert (status, refused["isValid"], refused["invalidReason"]) == (400, False, "duplicate_request")
+        assert "in progress" in refused["invalidMessage"]
         assert settle(gateway, body)[1]["errorReason"] == "duplicate_request"
     assert verify(gateway, body)[0] == 200
 
@@ -204,10 +215,12 @@ def test_a_chain_outage_is_a_500_with_the_unexpected_code_and_records_nothing(ga
 def test_oversized_and_non_json_bodies_are_413_and_415_in_the_endpoint_shape(gateway):
     huge = gateway.client.simulate_post("/verify", body=b"{" + b" " * (64 * 1024) + b"}", headers={
         **gateway.headers, "Content-Type": "application/json"})
-    assert huge.status_code == 413 and huge.json == {"isValid": False, "invalidReason": "invalid_payload"}
+    assert huge.status_code == 413 and huge.json == {"isValid": False, "invalidReason": "invalid_payload",
+                                                     "invalidMessage": "the body exceeds 64 KB"}
     text = gateway.client.simulate_post("/settle", body=b"{}", headers={**gateway.headers,
                                                                         "Content-Type": "text/plain"})
-    assert text.status_code == 415 and text.json == {"success": False, "errorReason": "invalid_payload"}
+    assert text.status_code == 415 and text.json["success"] is False
+    assert text.json["errorReason"] == "invalid_payload" and "application/json" in text.json["errorMessage"]
     garbage = gateway.client.simulate_post("/verify", body=b"{not json", headers={
         **gateway.headers, "Content-Type": "application/json"})
     assert garbage.status_code == 400 and garbage.json["invalidReason"] == "invalid_payload"

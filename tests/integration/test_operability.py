@@ -240,7 +240,9 @@ def test_an_unexpected_error_is_logged_with_the_request_id_and_its_traceback(ope
     chain = gateway.container.chains.by_network[DEVNET.caip2]
     chain.inner.simulate = lambda tx: 1 / 0
     result = gateway.post("/settle", gateway.body(), headers={**gateway.headers, "X-Request-Id": "boom-1"})
-    assert result.status_code == 500 and result.json == {"success": False, "errorReason": "unexpected_settle_error"}
+    assert result.status_code == 500 and result.json == {
+        "success": False, "errorReason": "unexpected_settle_error",
+        "errorMessage": "unexpected server error (request boom-1); retry"}
     errors = [line for line in lines(json_log) if line["logger"] == "paywarden.http"]
     assert len(errors) == 1 and errors[0]["request_id"] == "boom-1" and "ZeroDivisionError" in errors[0]["exc"]
 

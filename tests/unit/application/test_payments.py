@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from solders.hash import Hash
 from solders.keypair import Keypair
+from solders.transaction import VersionedTransaction
 
 from application.payments import KeyEnvironmentError, Payments
 from application.ports import Confirmation, SignatureStatus, Simulation, SubmissionError
@@ -16,6 +17,7 @@ from domain.x402 import PaymentPayload, Requirements
 from interfaces.exact_client import build_exact_payment, to_base64
 from interfaces.inprocess import InProcessLocks, InProcessResultCache
 from interfaces.signers import KeypairFeePayers
+from tests.conftest import decode
 
 
 class FakeChain:
@@ -122,12 +124,140 @@ def test_verify_twice_answers_the_recorded_result_as_a_replay(payments):
     assert history(payments, payload, requirements) == ["Received", "Approved"]
 
 
-def test_a_settle_retried_after_confirmation_is_replayed_without_a_second_broadcast(payments, chain):
+def test_a_second_settle_of_a_settled_payment_is_a_duplicate_settlement_carrying_the_original(payments, chain):
     payload, requirements = payment()
     first = payments.settle(CLIENT, payload, requirements)
     again = payments.settle(CLIENT, payload, requirements)
-    assert again.replayed and again.success and again.transaction == first.transaction
+    assert first.success
+    assert not again.success and again.error_reason == Code.DUPLICATE_SETTLEMENT
+    assert (again.transaction, again.network, again.payer) == (first.transaction, first.network, first.payer)
+    assert first.transaction in again.error_message
     assert len(chain.sent) == 1
+    # Answered from the cache or the event store alike, any number of times.
+    assert payments.settle(CLIENT, payload, requirements).error_reason == Code.DUPLICATE_SETTLEMENT
+
+
+def test_a_verify_of_a_settled_payment_is_invalid_duplicate_settlement(payments):
+    payload, requirements = payment()
+    assert payments.verify(CLIENT, payload, requirements).is_valid
+    assert payments.verify(CLIENT, payload, requirements).is_valid  # only approved: the stored result
+    assert payments.settle(CLIENT, payload, requirements).success
+    after = payments.verify(CLIENT, payload, requirements)
+    assert not after.is_valid and after.invalid_reason == Code.DUPLICATE_SETTLEMENT
+    assert after.payer == str(PAYER.pubkey())
+
+
+def test_the_idempotency_key_of_the_answered_settle_replays_its_success_and_no_other_does(payments, chain):
+    payload, requirements = payment()
+    first = payments.settle(CLIENT, payload, requirements, "order-17")
+    replay = payments.settle(CLIENT, payload, requirements, "order-17")
+    assert first.success and not first.replayed
+    assert replay.success and replay.replayed and replay == first.as_replay()
+    assert payments.settle(CLIENT, payload, requirements, "order-18").error_reason == Code.DUPLICATE_SETTLEMENT
+    assert payments.settle(CLIENT, payload, requirements).error_reason == Code.DUPLICATE_SETTLEMENT
+    assert payments.settle(CLIENT, payload, requirements, "order-17").success
+    assert len(chain.sent) == 1
+
+
+def test_an_idempotency_key_sent_with_another_payment_is_refused_naming_it(payments):
+    payload, requirements = payment()
+    assert payments.settle(CLIENT, payload, requirements, "order-17").success
+    other_payload, other_requirements = payment()
+    refused = payments.settle(CLIENT, other_payload, other_requirements, "order-17")
+    assert refused.error_reason == Code.INVALID_PAYLOAD and "order-17" in refused.error_message
+    key = payments._request(CLIENT, other_payload, other_requirements).key
+    assert payments.get_payment(key) is None  # nothing recorded
+
+
+def test_the_retry_after_settlement_pending_is_the_one_success(payments, chain):
+    chain.statuses = [SignatureStatus(Confirmation.PENDING)] * 100
+    payload, requirements = payment()
+    pending = payments.settle(CLIENT, payload, requirements)
+    assert pending.pending and not pending.success
+    chain.statuses = []
+    assert payments.settle(CLIENT, payload, requirements).success
+    assert payments.settle(CLIENT, payload, requirements).error_reason == Code.DUPLICATE_SETTLEMENT
+
+
+def test_a_payment_confirmed_by_a_background_follow_up_still_answers_its_next_settle_success_once(payments, chain):
+    chain.statuses = [SignatureStatus(Confirmation.PENDING)] * 100
+    payload, requirements = payment()
+    payments.settle(CLIENT, payload, requirements)
+    key = payments._request(CLIENT, payload, requirements).key
+    chain.statuses = []
+    assert payments.follow_up(key) is PaymentState.CONFIRMED
+    assert payments.verify(CLIENT, payload, requirements).is_valid  # nobody was told yet: not a duplicate
+    retry = payments.settle(CLIENT, payload, requirements)
+    assert retry.success and not retry.replayed
+    assert payments.settle(CLIENT, payload, requirements).error_reason == Code.DUPLICATE_SETTLEMENT
+    assert history(payments, payload, requirements)[-2:] == ["Confirmed", "SuccessAnswered"]
+    assert len(chain.sent) == 1
+
+
+def test_an_unseen_pending_transaction_is_re_sent_identically_until_it_lands(payments, chain):
+    chain.statuses = [SignatureStatus(Confirmation.UNKNOWN)] * 20 + [SignatureStatus(Confirmation.CONFIRMED)]
+    payload, requirements = payment()
+    outcome = payments.settle(CLIENT, payload, requirements)
+    assert outcome.success
+    assert len(chain.sent) >= 2 and len(set(chain.sent)) == 1  # the same bytes every time
+
+
+def test_one_transaction_settles_one_payment_when_the_first_broadcast_was_lost(payments, chain):
+    # Merchant A's broadcast is lost on the way (a server fault: 500, the payment stays submitted) ...
+    other = Client(id="merchant:2", registered=True, env=KeyEnv.TEST, capabilities=CLIENT.capabilities)
+    payload, requirements = payment()
+    real_send = chain.send
+    chain.send = lambda transaction: (_ for _ in ()).throw(ConnectionError("dropped"))
+    with pytest.raises(ConnectionError):
+        payments.settle(CLIENT, payload, requirements)
+    chain.send = real_send
+    # ... merchant B presents the same transaction: the transaction is A's, B is refused ...
+    chain.statuses = [SignatureStatus(Confirmation.UNKNOWN)]
+    second = payments.settle(other, payload, requirements)
+    assert second.error_reason == Code.DUPLICATE_SETTLEMENT and not chain.sent
+    # ... and A's retry re-sends its own transaction and is the one success.
+    chain.statuses = [SignatureStatus(Confirmation.UNKNOWN)] * 10
+    first = payments.settle(CLIENT, payload, requirements)
+    assert first.success and len(set(chain.sent)) == 1
+    claims = [e for e in payments.repository.event_store.recorder.select_notifications(1, 100)
+              if e.topic.endswith("Claim.Made")]
+    assert len(claims) == 1
+
+
+def test_a_forged_twin_verified_first_does_not_change_the_genuine_payments_answer(payments):
+    genuine_payload, requirements = payment()
+    genuine = VersionedTransaction.from_bytes(decode(genuine_payload.transaction))
+    forged = build_exact_payment(Keypair(), fee_payer=FEE_PAYER.pubkey(), mint=DEVNET.usdc_mint, pay_to=PAY_TO,
+                                 amount=requirements.amount, blockhash=Hash.new_unique())
+    # The forger copies the genuine payment's client signature onto a transaction of its own.
+    twin = VersionedTransaction.populate(forged.message, [forged.signatures[0], genuine.signatures[1]])
+    rejected = payments.verify(CLIENT, PaymentPayload(transaction=to_base64(twin)), requirements)
+    assert not rejected.is_valid and rejected.invalid_reason == Code.INVALID_PAYLOAD
+    outcome = payments.verify(CLIENT, genuine_payload, requirements)
+    assert outcome.is_valid and not outcome.replayed
+
+
+def test_a_pay_to_and_memo_pair_settles_once(payments, chain):
+    requirements = Requirements(SCHEME_EXACT, DEVNET.caip2, 1_000, DEVNET.usdc_mint, str(PAY_TO),
+                                extra={"memo": "invoice-42"})
+    transactions = [build_exact_payment(PAYER, fee_payer=FEE_PAYER.pubkey(), mint=DEVNET.usdc_mint, pay_to=PAY_TO,
+                                        amount=1_000, blockhash=Hash.new_unique(), memo=b"invoice-42")
+                    for _ in range(2)]
+    first = payments.settle(CLIENT, PaymentPayload(transaction=to_base64(transactions[0])), requirements)
+    second = payments.settle(CLIENT, PaymentPayload(transaction=to_base64(transactions[1])), requirements)
+    assert first.success
+    assert second.error_reason == Code.DUPLICATE_SETTLEMENT and "memo" in second.error_message
+    assert len(chain.sent) == 1
+
+
+def test_every_refusal_says_what_is_wrong(payments, chain):
+    payload, requirements = payment()
+    wrong_amount = Requirements(SCHEME_EXACT, DEVNET.caip2, 999, DEVNET.usdc_mint, str(PAY_TO))
+    outcome = payments.verify(CLIENT, payload, wrong_amount)
+    assert outcome.invalid_reason == Code.AUTHORIZATION_VALUE and "999" in outcome.invalid_message
+    chain.refuse = "Blockhash not found"
+    failed = payments.settle(CLIENT, *payment())
+    assert failed.error_reason == Code.SUBMISSION_FAILED and "Blockhash not found" in failed.error_message
 
 
 def test_settle_past_the_confirmation_budget_is_pending_with_its_signature(payments, chain):
@@ -242,4 +372,4 @@ def test_state_after_settle_keeps_the_verify_outcome_apart(payments):
     key = payments._request(CLIENT, payload, requirements).key
     aggregate = payments.get_payment(key)
     assert aggregate.state is PaymentState.CONFIRMED and aggregate.verify_outcome is PaymentState.APPROVED
-    assert payments.verify(CLIENT, payload, requirements).is_valid
+    assert payments.verify(CLIENT, payload, requirements).invalid_reason == Code.DUPLICATE_SETTLEMENT

@@ -29,7 +29,7 @@ from domain.exact import (
     payment_fingerprint,
     with_fee_payer_signature,
 )
-from domain.networks import DEVNET, MAINNET
+from domain.networks import DEVNET, MAINNET, Programs
 from domain.solana_tx import MAX_TRANSACTION_BASE64
 from interfaces.exact_client import (
     LIGHTHOUSE,
@@ -536,3 +536,28 @@ def test_out_of_range_index_given_directly_is_an_invalid_transaction_format():
     assert_rejected(
         VersionedTransaction.populate(broken, payment().signatures), Code.INVALID_TRANSACTION_FORMAT, None
     )
+
+
+# x402 v2 SVM `exact`: extra.memo, and the signatures the fee payer pays for
+
+
+def test_the_one_memo_equal_to_extra_memo_is_accepted():
+    assert inspect(payment(memo=b"invoice-42"), memo="invoice-42").payer == PAYER
+
+
+def test_a_memo_other_than_extra_memo_is_a_memo_mismatch():
+    assert_rejected(payment(memo=b"invoice-43"), Code.MEMO_MISMATCH, memo="invoice-42")
+
+
+@pytest.mark.parametrize("memos", [0, 2])
+def test_extra_memo_needs_exactly_one_memo_instruction(memos):
+    tx = signed(instructions(*[memo_ix(b"invoice-42")] * memos))
+    assert_rejected(tx, Code.MEMO_COUNT, memo="invoice-42")
+
+
+def test_a_transaction_needing_a_third_signature_is_refused():
+    cosigned_memo = Instruction(Pubkey.from_string(Programs.MEMO), b"x",
+                                [AccountMeta(STRANGER.pubkey(), is_signer=True, is_writable=False)])
+    tx = signed(instructions(cosigned_memo), signers=(CLIENT, STRANGER))
+    rejected = assert_rejected(tx, Code.INVALID_PAYLOAD)
+    assert str(STRANGER.pubkey()) in rejected.message
