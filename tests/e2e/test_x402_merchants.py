@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
@@ -21,7 +22,7 @@ from solana.rpc.api import Client
 from solders.signature import Signature
 
 from tests.e2e.conftest import ROOT, free_port, start_stack
-from tests.e2e.test_stack import payer_keypair, usdc_balance
+from tests.e2e.test_stack import confirmed_events, payer_keypair, usdc_balance
 
 PRICE = 10_000  # "$0.01" in devnet USDC's 6 decimals, as the SDK's server converts it
 
@@ -145,3 +146,58 @@ def test_the_sdk_async_client_pays_an_sdk_merchant_through_paywarden_moving_exac
     balances = Balances(stack)
     before = balances()
     assert_paid_once(stack, balances, pay_with_httpx(stack, merchant.url), before)
+
+
+def test_a_payment_signature_replayed_at_an_sdk_merchant_is_not_served_a_second_time(stack, merchant):
+    balances = Balances(stack)
+    before = balances()
+    paid = pay_with_requests(stack, merchant.url)
+    assert_paid_once(stack, balances, paid, before)
+    replay = requests.get(merchant.url, headers={"PAYMENT-SIGNATURE": paid.request.headers["PAYMENT-SIGNATURE"]},
+                          timeout=60)
+    assert replay.status_code == 402, (replay.status_code, replay.text)
+    assert "duplicate_settlement" in decode(replay.headers["PAYMENT-REQUIRED"])["error"]
+    assert balances() == (before[0] + PRICE, before[1] - PRICE)
+
+
+def test_a_payment_signature_replayed_4_times_at_the_example_merchant_gets_one_200_and_one_transfer(stack):
+    balances = Balances(stack)
+    before, confirmed_before = balances(), confirmed_events(stack)
+    paid = pay_with_requests(stack, stack["demo_url"])
+    assert paid.status_code == 200 and paid.json()["forecast"] == "sunny"
+    receipt = decode(paid.headers["PAYMENT-RESPONSE"])
+    assert receipt["success"] is True and balances.confirmed(receipt["transaction"])
+    headers = {"PAYMENT-SIGNATURE": paid.request.headers["PAYMENT-SIGNATURE"]}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replays = list(pool.map(lambda _: requests.get(stack["demo_url"], headers=headers, timeout=60), range(4)))
+    assert [r.status_code for r in replays] == [402] * 4, [r.text for r in replays]
+    assert all("PAYMENT-RESPONSE" not in r.headers for r in replays)
+    assert balances() == (before[0] + PRICE, before[1] - PRICE)
+    assert confirmed_events(stack) == confirmed_before + 1
+
+
+def payment_signature(stack, url: str) -> str:
+    """A PAYMENT-SIGNATURE header made by the SDK's client for `url`'s 402, not yet sent."""
+    from x402 import x402ClientSync
+    from x402.http import x402HTTPClientSync
+
+    client = x402ClientSync()
+    client.register("solana:*", sdk_client_scheme(stack))
+    http = x402HTTPClientSync(client)
+    unpaid = requests.get(url, timeout=30)
+    required = http.get_payment_required_response(unpaid.headers.get, unpaid.json())
+    return http.encode_payment_signature_header(client.create_payment_payload(required))["PAYMENT-SIGNATURE"]
+
+
+def test_one_payment_signature_sent_4_times_at_once_to_an_sdk_merchant_is_served_once(stack, merchant):
+    balances = Balances(stack)
+    before = balances()
+    headers = {"PAYMENT-SIGNATURE": payment_signature(stack, merchant.url)}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda _: requests.get(merchant.url, headers=headers, timeout=60), range(4)))
+    assert sorted(a.status_code for a in answers) == [200, 402, 402, 402], [a.text for a in answers]
+    refused = [a for a in answers if a.status_code == 402]
+    # Refused at verify (PAYMENT-REQUIRED) or at settle (the SDK's PAYMENT-RESPONSE saying it did not settle).
+    assert all("PAYMENT-REQUIRED" in a.headers or decode(a.headers["PAYMENT-RESPONSE"])["success"] is False
+               for a in refused)
+    assert_paid_once(stack, balances, next(a for a in answers if a.status_code == 200), before)
