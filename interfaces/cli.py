@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from application.merchants import MerchantError
 from domain.networks import DEVNET, KeyEnv
+from domain.webhook import WebhookError
 from interfaces.config import ConfigError, load_config
 
 
@@ -102,7 +103,8 @@ def serve(args: argparse.Namespace) -> int:
         os.execvp(sys.executable, argv)
     from interfaces.supervisor import supervise
 
-    return supervise(argv, [sys.executable, "-m", "interfaces.cli", "project", "--exit-with-parent"])
+    return supervise(argv, [sys.executable, "-m", "interfaces.cli", "project", "--exit-with-parent"],
+                     [sys.executable, "-m", "interfaces.cli", "webhooks", "--exit-with-parent"])
 
 
 def project(args: argparse.Namespace) -> int:
@@ -197,7 +199,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--bind", default="127.0.0.1:8402", help="HOST:PORT (default 127.0.0.1:8402)")
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--no-projections", action="store_true",
-                   help="do not start the projection worker (run `paywarden project` yourself)")
+                   help="do not start the projection and webhook workers (run `paywarden project` and "
+                        "`paywarden webhooks` yourself)")
     s.set_defaults(func=serve)
 
     pr = commands.add_parser("project", help="run projection workers (read models) until interrupted")
@@ -223,6 +226,10 @@ def parser() -> argparse.ArgumentParser:
     fc.add_argument("--rpc-url", help="the localnet (default PAYWARDEN_DEVNET_RPC_URL or http://127.0.0.1:8899)")
     fc.set_defaults(func=faucet)
 
+    from interfaces.cli_webhooks import add_commands as webhooks_commands
+
+    webhooks_commands(commands)
+
     from interfaces.bench import add_arguments
 
     b = commands.add_parser("bench", help="load-test a running Paywarden with real signed payments")
@@ -235,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, MerchantError) as refused:
+    except (ConfigError, MerchantError, WebhookError) as refused:
         print(f"paywarden: {refused}", file=sys.stderr)
         return 2
 

@@ -1,8 +1,9 @@
-"""`paywarden serve`'s supervisor: gunicorn and the projection worker as two children, stopped together.
+"""`paywarden serve`'s supervisor: gunicorn, the projection worker and the webhook worker as children, stopped
+together.
 
 SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed to gunicorn (which gives them their usual meaning: graceful stop,
 reload, quick stop); when gunicorn exits, the projection worker is stopped and the supervisor exits with gunicorn's
-status. A projection worker that dies is restarted (after a pause that doubles up to 30 s). Each child is asked by
+status. A worker that dies is restarted (after a pause that doubles up to 30 s). Each child is asked by
 the kernel to stop if the supervisor itself is killed (Linux `PR_SET_PDEATHSIG`), and the projection worker also
 watches its parent (`paywarden project --exit-with-parent`).
 """
@@ -45,8 +46,29 @@ def _stop(child: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
     return child.returncode
 
 
-def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *, poll_seconds: float = 0.5) -> int:
-    """Run the server and the worker until the server exits; return the server's exit status."""
+class _Worker:
+    """A child restarted when it dies, after a pause that doubles up to 30 s (1 s again once it ran a minute)."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv, self.child = argv, _start(argv)
+        self.pause, self.started, self.restart_at = 1.0, time.monotonic(), 0.0
+
+    def watch(self) -> None:
+        if self.child.poll() is None:
+            return
+        now = time.monotonic()
+        if self.restart_at == 0.0:
+            self.pause = 1.0 if now - self.started > 60 else min(self.pause * 2, 30.0)
+            log.error("worker %s exited with %s; restarting in %.0f s", " ".join(self.argv[-2:]),
+                      self.child.returncode, self.pause)
+            self.restart_at = now + self.pause
+        elif now >= self.restart_at:
+            self.child, self.started, self.restart_at = _start(self.argv), now, 0.0
+
+
+def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *more_workers: Sequence[str],
+              poll_seconds: float = 0.5) -> int:
+    """Run the server and the workers until the server exits; return the server's exit status."""
     wake = threading.Event()
     received: list[int] = []
 
@@ -55,8 +77,9 @@ def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *, poll_se
         wake.set()
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    server, worker = _start(server_argv), _start(worker_argv)
-    stopping, pause, started, restart_at = False, 1.0, time.monotonic(), 0.0
+    server = _start(server_argv)
+    workers = [_Worker(argv) for argv in (worker_argv, *more_workers)]
+    stopping = False
     try:
         while server.poll() is None:
             while received:
@@ -64,19 +87,16 @@ def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *, poll_se
                 server.send_signal(sig)
                 if sig != signal.SIGHUP:
                     stopping = True
-                    _stop(worker)
-            if not stopping and worker.poll() is not None:
-                now = time.monotonic()
-                if restart_at == 0.0:
-                    pause = 1.0 if now - started > 60 else min(pause * 2, 30.0)
-                    log.error("projection worker exited with %s; restarting in %.0f s", worker.returncode, pause)
-                    restart_at = now + pause
-                elif now >= restart_at:
-                    worker, started, restart_at = _start(worker_argv), now, 0.0
+                    for worker in workers:
+                        _stop(worker.child)
+            if not stopping:
+                for worker in workers:
+                    worker.watch()
             wake.wait(poll_seconds)
             wake.clear()
     finally:
-        _stop(worker)
+        for worker in workers:
+            _stop(worker.child)
         if server.poll() is None:
             _stop(server)
         for sig, handler in previous.items():

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prometheus_client import Counter
-
 from domain.webhook import RETRY_SCHEDULE, next_delay, outcome, signature_header
 from interfaces.config import ConfigError
 from interfaces.container import Container
@@ -40,8 +38,6 @@ from projections.webhook_outbox import (
 from projections.webhooks import Attempt, Claimed, Endpoint
 
 log = logging.getLogger("paywarden.webhooks")
-DELIVERIES = Counter("paywarden_webhook_deliveries", "Webhook delivery attempts, by outcome (delivered, retry, "
-                     "failed, disabled, lost_lease).", ["outcome"])
 USER_AGENT = "Paywarden-Webhooks/1"
 
 
@@ -186,7 +182,9 @@ class DeliveryWorker:
         kept = self._view.record_attempt(item, attempt, done_at, None if delay is None else done_at + delay)
         if kind == "disabled" and self._c.webhooks.disable(item.endpoint_id, "the endpoint answered 410 Gone"):
             self.sync_endpoints()
-        DELIVERIES.labels(kind if kept else "lost_lease").inc()
+        if not kept:
+            log.warning("webhook %s to endpoint %s: the lease ran out during the attempt; another worker has it",
+                        item.msg_id, item.endpoint_id)
         log.info("webhook %s to endpoint %s: attempt %d %s (%s%s, %d ms)", item.msg_id, item.endpoint_id,
                  attempts, kind, answer.status, f", {answer.error}" if answer.error else "", answer.latency_ms)
         return attempt

@@ -191,6 +191,12 @@ class WebhooksView(SqlView):
         return [{"id": r[0], "type": r[1], "status": r[2], "nextAttemptAt": r[4] if r[2] == PENDING else None,
                  "createdAt": r[5], "finishedAt": r[6], "attempts": by_msg.get(r[0], [])} for r in rows]
 
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Attempts by outcome and deliveries by status, over every worker that ever ran (for /metrics)."""
+        attempts = self.rows("SELECT outcome, COUNT(*) FROM webhook_attempts GROUP BY outcome")
+        deliveries = self.rows("SELECT status, COUNT(*) FROM webhook_deliveries GROUP BY status")
+        return {str(o): int(n) for o, n in attempts}, {str(s): int(n) for s, n in deliveries}
+
     def queue_stats(self, now: float) -> tuple[int, float]:
         """Deliveries still pending, and the age in seconds of the oldest of them (0 when none)."""
         count, oldest = self.rows("SELECT COUNT(*), MIN(created_at) FROM webhook_deliveries WHERE status = ?",

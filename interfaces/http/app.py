@@ -36,7 +36,7 @@ def create_app(container: Container) -> falcon.App:
     probes = Probes(container)  # operability: no auth, no rate limit
     app.add_route("/healthz", HealthzResource())
     app.add_route("/readyz", ReadyzResource(probes))
-    app.add_route("/metrics", MetricsResource(probes))
+    app.add_route("/metrics", MetricsResource(probes, container.webhooks_view))
     app.add_route("/openapi.json", OpenApiResource(build_document(anonymous=config.anonymous)))
     errors.register(app)
     return app

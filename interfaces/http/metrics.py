@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
+from prometheus_client.registry import Collector
 
 from interfaces.health import Probes
 from interfaces.metrics import ScrapeCollector, exposition
 
 
 class MetricsResource:
-    def __init__(self, probes: Probes) -> None:
-        self._collector = ScrapeCollector(probes)
+    def __init__(self, probes: Probes, webhooks_view: Any = None) -> None:
+        self._collector: Collector = ScrapeCollector(probes)
+        if webhooks_view is not None:
+            from interfaces.webhook_metrics import Collectors, WebhookCollector
+
+            self._collector = Collectors(self._collector, WebhookCollector(webhooks_view))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.data, resp.content_type = exposition(self._collector)
