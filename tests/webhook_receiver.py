@@ -22,6 +22,7 @@ class Delivery:
     body: str
     verified_with: list[str]  # which of the known secrets verified it
     payload: Any
+    at: float = 0.0  # time.monotonic() when it arrived
 
 
 @dataclass
@@ -79,7 +80,7 @@ def start_receiver(tmp_path: Path) -> tuple[Receiver, ThreadingHTTPServer]:
             with receiver.lock:
                 status, delay, extra = receiver.script.pop(0) if receiver.script else (200, 0.0, {})
                 verified, payload = _verify(receiver.secrets, body, headers)
-                receiver.deliveries.append(Delivery(headers, body, verified, payload))
+                receiver.deliveries.append(Delivery(headers, body, verified, payload, time.monotonic()))
             time.sleep(delay)
             reply = b'{"ok":true}' if status < 300 else b'{"error":"try later"}'
             try:

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
+from solders.keypair import Keypair
 
+from application.listings import VerifiedPayment
 from application.webhooks import Webhooks
+from domain.merchant import merchant_id
 from domain.webhook import WebhookError, message_id
 from interfaces.resolver import GetaddrinfoResolver
 from interfaces.webhook_sender import post
@@ -278,3 +282,38 @@ def test_each_event_is_enqueued_exactly_once_per_subscribed_endpoint_even_after_
     assert [len(view.list_deliveries(e)) for e in (first, second, other, late)] == [1, 1, 0, 0]
     assert view.list_deliveries(first)[0]["id"] == view.list_deliveries(second)[0]["id"]
     assert view.queue_stats(time.time())[0] == 2
+
+
+def test_a_429_with_retry_after_is_not_retried_sooner_than_asked(gateway, receiver):
+    endpoint(gateway, receiver, ["payment.approved"])
+    receiver.answer((429, 0.0, {"Retry-After": "1"}))
+    assert gateway.post("/verify", gateway.body()).json["isValid"] is True
+    run_until(worker(gateway, receiver), lambda: len(receiver.deliveries) >= 2)
+    first, second = receiver.deliveries
+    assert second.at - first.at >= 1.0  # the schedule alone would have retried after 0.2 s
+    assert first.headers["webhook-id"] == second.headers["webhook-id"]
+
+
+def test_a_rejected_payment_is_heard_with_its_reason(gateway, receiver):
+    endpoint(gateway, receiver, ["payment.rejected"])
+    rejected = gateway.post("/verify", gateway.body(gateway.transaction(pay_to=Keypair().pubkey()))).json
+    assert rejected["isValid"] is False
+    run_until(worker(gateway, receiver), lambda: len(receiver.deliveries) >= 1)
+    [delivery] = receiver.deliveries
+    data = delivery.payload["data"]
+    assert delivery.payload["type"] == "payment.rejected" and data["status"] == "rejected"
+    assert data["reason"] == rejected["invalidReason"] and data["message"]
+    assert delivery.verified_with == receiver.secrets
+
+
+def test_a_listing_registered_for_the_merchant_is_heard(gateway, receiver):
+    endpoint(gateway, receiver, ["listing.registered", "listing.updated"])
+    info = {"title": "Weather", "tags": ["weather"], "type": "http"}
+    gateway.container.listings.register_from_payment(VerifiedPayment(
+        uuid4(), f"merchant:{merchant_id('acme')}", {"bazaar": {"info": info}},
+        {"url": "https://api.acme.com/weather"}, "solana:devnet", "MINT", 10_000, "WALLET", datetime.now(UTC)))
+    run_until(worker(gateway, receiver), lambda: len(receiver.deliveries) >= 1)
+    [delivery] = receiver.deliveries
+    assert delivery.payload["type"] == "listing.registered"
+    assert delivery.payload["data"]["resource"] == "https://api.acme.com/weather"
+    assert delivery.payload["data"]["method"] == "GET" and delivery.verified_with == receiver.secrets
