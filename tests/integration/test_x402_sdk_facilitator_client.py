@@ -1,6 +1,7 @@
 """The official x402 SDK's facilitator client (the one its merchant middleware uses) talks to the Paywarden API
 in-process over a real LiteSVM chain: it parses `/supported` (signers as CAIP family → array of addresses),
-sends the API key through its `create_headers` hook, and verifies and settles a real payment."""
+sends the API key through its `create_headers` hook, verifies and settles a real payment, and its resource
+server's one automatic retry on `settlement_pending` gets the success."""
 
 from __future__ import annotations
 
@@ -26,14 +27,15 @@ def gateway(tmp_path, sandbox):
     gateway.container.close()
 
 
-def sdk_facilitator(gateway: Gateway, api_key: str | None = None) -> HTTPFacilitatorClientSync:
+def sdk_facilitator(gateway: Gateway, api_key: str | None = None, on_response=None) -> HTTPFacilitatorClientSync:
     key = api_key or gateway.api_key
 
     def create_headers() -> dict[str, dict[str, str]]:
         auth = {"Authorization": f"Bearer {key}"}
         return {"verify": auth, "settle": auth, "supported": auth}
 
-    http = httpx.Client(transport=httpx.WSGITransport(app=gateway.client.app), base_url="http://paywarden")
+    http = httpx.Client(transport=httpx.WSGITransport(app=gateway.client.app), base_url="http://paywarden",
+                        event_hooks={"response": [on_response] if on_response else []})
     return HTTPFacilitatorClientSync(FacilitatorConfig(url="http://paywarden", http_client=http,
                                                        auth_provider=CreateHeadersAuthProvider(create_headers)))
 
@@ -78,5 +80,40 @@ def test_the_sdk_facilitator_client_verifies_and_settles_a_payment_with_the_key_
     settled = client.settle(payload, requirements)
     assert (settled.success, settled.network, settled.payer) == (True, DEVNET.caip2, payer)
     assert gateway.sandbox.transaction(settled.transaction) is not None
+    assert gateway.sandbox.token_balance(payer) == before[0] - USDC // 100
+    assert gateway.sandbox.token_balance(merchant) == before[1] + USDC // 100
+
+
+def test_the_sdk_resource_servers_one_retry_on_settlement_pending_gets_the_success(gateway):
+    from x402 import x402ResourceServerSync
+    from x402.mechanisms.svm.exact import ExactSvmServerScheme
+
+    from application.ports import Confirmation, SignatureStatus
+
+    chain = gateway.container.chains.by_network[DEVNET.caip2]
+    real_status = chain.signature_status
+    chain.signature_status = lambda signature: SignatureStatus(Confirmation.PENDING)
+    payments = gateway.container.payments
+    payments._settings = type(payments._settings)(confirmation_budget_seconds=0.2, confirmation_poll_seconds=0.05)
+    answers: list[dict] = []
+
+    def on_response(response: httpx.Response) -> None:
+        if response.request.url.path == "/settle":
+            answers.append({"status": response.status_code, **json.loads(response.read())})
+            chain.signature_status = real_status  # the transaction is seen confirmed from now on
+
+    server = x402ResourceServerSync(sdk_facilitator(gateway, on_response=on_response))
+    server.register("solana:*", ExactSvmServerScheme())
+    server.initialize()
+    body = gateway.body()
+    payload = PaymentPayload.model_validate({**body["paymentPayload"], "accepted": body["paymentRequirements"]})
+    requirements = PaymentRequirements.model_validate(body["paymentRequirements"])
+    payer, merchant = str(gateway.payer.pubkey()), str(gateway.pay_to.pubkey())
+    before = gateway.sandbox.token_balance(payer), gateway.sandbox.token_balance(merchant)
+    result = server.settle_payment(payload, requirements)
+    assert [(a["status"], a["success"], a.get("errorReason")) for a in answers] == [
+        (200, False, "settlement_pending"), (200, True, None)]
+    assert answers[0]["transaction"] == answers[1]["transaction"]
+    assert (result.success, result.transaction, result.payer) == (True, answers[0]["transaction"], payer)
     assert gateway.sandbox.token_balance(payer) == before[0] - USDC // 100
     assert gateway.sandbox.token_balance(merchant) == before[1] + USDC // 100
