@@ -85,7 +85,7 @@ class WebhooksView(SqlView):
         "CREATE TABLE IF NOT EXISTS webhook_attempts (attempt_id TEXT PRIMARY KEY, msg_id TEXT NOT NULL, "
         "endpoint_id TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, status_code INTEGER, outcome TEXT NOT NULL, "
         "latency_ms INTEGER NOT NULL, response TEXT NOT NULL, error TEXT NOT NULL, webhook_timestamp INTEGER NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS webhook_attempts_endpoint ON webhook_attempts (endpoint_id, at)",
+        "CREATE INDEX IF NOT EXISTS webhook_attempts_message ON webhook_attempts (msg_id, endpoint_id)",
     )
 
     # -- the delivery worker -----------------------------------------------------------------------------------
@@ -182,8 +182,11 @@ class WebhooksView(SqlView):
         rows = self.rows("SELECT d.msg_id, m.type, d.status, d.attempts, d.next_attempt_at, d.created_at, "
                          "d.finished_at FROM webhook_deliveries d JOIN webhook_messages m ON m.msg_id = d.msg_id "
                          "WHERE d.endpoint_id = ? ORDER BY d.created_at DESC, d.msg_id LIMIT ?", (endpoint_id, limit))
+        shown = [r[0] for r in rows]
+        marks = ", ".join("?" for _ in shown) or "NULL"
         attempts = self.rows("SELECT msg_id, at, status_code, outcome, latency_ms, response, error "
-                             "FROM webhook_attempts WHERE endpoint_id = ? ORDER BY at", (endpoint_id,))
+                             f"FROM webhook_attempts WHERE endpoint_id = ? AND msg_id IN ({marks}) ORDER BY at",
+                             (endpoint_id, *shown))
         by_msg: dict[str, list[dict[str, Any]]] = {}
         for msg_id, at, code, outcome, latency, response, error in attempts:
             by_msg.setdefault(msg_id, []).append({"at": at, "status": code, "outcome": outcome,
