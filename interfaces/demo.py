@@ -40,7 +40,8 @@ class WeatherResource:
             return self._require(req, resp, requirements, "payment required")
         try:
             payload = json.loads(base64.b64decode(signature, validate=True))
-        except ValueError:
+            json.dumps(payload, allow_nan=False)  # strict JSON only: no NaN or Infinity, no absurd nesting
+        except (ValueError, RecursionError):
             return self._require(req, resp, requirements, "PAYMENT-SIGNATURE is not base64 JSON")
         settled = httpx.post(f"{self._facilitator}/settle", headers=self._headers, timeout=60, json={
             "x402Version": 2, "paymentPayload": payload, "paymentRequirements": requirements})
