@@ -35,6 +35,7 @@ class Config:
     database_timeout_seconds: int = 2
     lock_margin_seconds: float = 30.0
     fee_payer_min_lamports: int = 10_000_000  # below it on any served network, /readyz answers 503
+    proxy_url: str = ""  # the proxy's public address, for gateway URLs; empty: from each request's Host
 
     @property
     def sandbox(self) -> bool:
@@ -115,4 +116,6 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         database_timeout_seconds=_int(env, "PAYWARDEN_DATABASE_TIMEOUT_SECONDS", 2, minimum=1),
         lock_margin_seconds=_int(env, "PAYWARDEN_LOCK_MARGIN_MS", 30_000, minimum=100) / 1000,
         fee_payer_min_lamports=_int(env, "PAYWARDEN_FEE_PAYER_MIN_LAMPORTS", 10_000_000),
+        proxy_url=_url(env, "PAYWARDEN_PROXY_URL", ("http", "https")),
     )
+

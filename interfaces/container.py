@@ -15,7 +15,9 @@ from application.listings import Listings, Resolver, StoredPayments
 from application.merchants import Merchants
 from application.payments import Payments, Settings
 from application.ports import Chain, ResultCache
+from application.proxy_services import ProxyServices
 from domain.networks import DEVNET, MAINNET
+from interfaces.adapters.secrets import BoxedSecrets
 from interfaces.chain.instrumented import instrument_chains
 from interfaces.config import Config, ConfigError
 from interfaces.inprocess import InProcessLocks, InProcessResultCache, SystemClock
@@ -127,6 +129,7 @@ class Container:
     discovery_cache: QueryCache | None = None
     webhooks: Any = None  # application.webhooks.Webhooks: merchants' webhook endpoints
     webhooks_view: WebhooksView | None = None  # their read model and the outbox (projections/webhooks.py)
+    proxies: ProxyServices | None = None  # the transparent proxy's services and routes
 
     def refresh_accounts(self) -> int:
         """Bring the accounts view up to date now (the CLI does, so a new key works at once)."""
@@ -150,6 +153,8 @@ class Container:
             self.webhooks.close()
         if self.webhooks_view is not None:
             self.webhooks_view.datastore.close()
+        if self.proxies is not None:
+            self.proxies.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -180,9 +185,11 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     catalog = build_view(config, "catalog", SqliteCatalogView)
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
+    proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
+                            sandbox=config.sandbox)
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
                      listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
-                     webhooks_view=webhooks_view)
+                     webhooks_view=webhooks_view, proxies=proxies)
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:
@@ -192,3 +199,10 @@ def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksVie
     webhooks = Webhooks(store_env(config, "webhooks"), cipher=build_secret_box(config), resolver=resolver,
                         production=not config.sandbox)
     return webhooks, build_view(config, "webhooks_outbox", SqliteWebhooksView)
+
+
+def build_secrets(config: Config) -> BoxedSecrets:
+    """Upstream credentials are sealed with PAYWARDEN_SECRET_KEY, as webhook secrets are (secret_box.py)."""
+    from interfaces.adapters.secret_box import build_secret_box
+
+    return BoxedSecrets(build_secret_box(config))

@@ -59,9 +59,10 @@ class Backend:
 HOSTNAMES = ("localhost", "backend.test", "api.backend.test", "127.0.0.1")
 
 
-def start_backend(ca: trustme.CA | None = None) -> Backend:
+def start_backend(ca: trustme.CA | None = None, host: str = "127.0.0.1", port: int = 0,
+                  hostnames: tuple[str, ...] = HOSTNAMES) -> Backend:
     ca = ca or trustme.CA()
-    certificate = ca.issue_cert(*HOSTNAMES)
+    certificate = ca.issue_cert(*hostnames)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     certificate.configure_cert(context)
     backend: Backend
@@ -105,18 +106,18 @@ def start_backend(ca: trustme.CA | None = None) -> Backend:
         def _handle(self) -> None:
             seen = self._record()
             path = seen.path.split("?", 1)[0]
-            if path.startswith("/status/"):
+            if "/status/" in path:
                 code = int(path.rsplit("/", 1)[1])
                 self._json(code, {"status": code})
-            elif path.startswith("/slow/"):
+            elif "/slow/" in path:
                 time.sleep(float(path.rsplit("/", 1)[1]))
                 self._json(200, {"slow": True})
-            elif path == "/redirect":
+            elif path.endswith("/redirect"):
                 self.send_response(302)
                 self.send_header("Location", f"https://{self.headers.get('Host')}/echo")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-            elif path == "/sse":
+            elif path.endswith("/sse"):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -141,7 +142,7 @@ def start_backend(ca: trustme.CA | None = None) -> Backend:
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
     backend = Backend(server, ca)

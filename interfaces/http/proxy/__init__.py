@@ -1,0 +1,1 @@
+"""The transparent proxy: its own WSGI app and listener (`{proxy_url}/{slug}/*`)."""

@@ -1,0 +1,318 @@
+"""The transparent proxy: `{proxy_url}/{slug}/{rest}?{query}` charged with x402 and forwarded to the service.
+
+A plain WSGI application (the upstream's headers, Set-Cookie included, pass through untouched, and bodies stream
+both ways). Per request: find the service by slug (404), refuse it inactive (503 `service_inactive`), match the
+route as the x402 SDK does (404), refuse an ambiguous path (400), bound the body (413); without
+PAYMENT-SIGNATURE answer 402 with PAYMENT-REQUIRED; with it, take the payment through the `Payments` application
+in-process and forward (docs/proxy.md has the whole flow, and why `settle: after` settles only on an upstream
+answer below 400).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from application.outcomes import SettleOutcome
+from application.proxy_services import ProxyServices
+from domain.clients import Capability, Client
+from domain.errors import PaymentRejected
+from domain.exact import decode_transaction, payment_fingerprint
+from domain.idempotency import idempotency_key
+from domain.merchant import merchant_id
+from domain.proxy_service import ProxyService, Route
+from domain.routes import PathRefusedError, forwarding_path
+from domain.x402 import PaymentPayload, Requirements
+from interfaces.adapters.outbound import OutboundClient, OutboundError, OutboundResponse
+from interfaces.http.proxy import metrics
+from interfaces.http.proxy.forwarding import raw_path, request_headers, response_headers, upstream_headers
+from interfaces.http.proxy.payment import (
+    BadPaymentHeaderError,
+    encode_header,
+    parse_signature,
+    payment_required,
+    requirements,
+    settle_response,
+)
+
+log = logging.getLogger("paywarden.proxy")
+RETRY_AFTER_SECONDS = 2
+StartResponse = Callable[..., Any]
+
+
+class Reply(Exception):
+    """An answer the proxy gives itself (not the upstream's): status, JSON body, extra headers."""
+
+    def __init__(self, status: int, body: dict[str, Any], headers: Iterable[tuple[str, str]] = (),
+                 outcome: str = "refused") -> None:
+        super().__init__(body.get("error", status))
+        self.status, self.body, self.headers, self.outcome = status, body, list(headers), outcome
+
+
+@dataclass
+class Exchange:
+    """One proxied request as it goes: what was asked, what it matched, the payment's hash once known."""
+
+    environ: dict[str, Any]
+    method: str
+    slug: str = ""
+    service: ProxyService | None = None
+    route: Route | None = None
+    path: str = "/"
+    payment_hash: str = ""
+    started: float = 0.0
+
+
+class ProxyApp:
+    def __init__(self, proxies: ProxyServices, payments: Any, merchants: Any, fee_payers: Any,
+                 outbound: OutboundClient, public_url: str = "") -> None:
+        self._proxies, self._payments, self._merchants = proxies, payments, merchants
+        self._fee_payers, self._outbound, self._public_url = fee_payers, outbound, public_url.rstrip("/")
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        exchange = Exchange(environ, str(environ.get("REQUEST_METHOD", "GET")).upper(), started=time.perf_counter())
+        try:
+            return self._handle(exchange, start_response)
+        except Reply as reply:
+            return self._reply(exchange, start_response, reply)
+        except Exception:
+            log.exception("proxy request failed", extra=self._fields(exchange, 500))
+            return self._reply(exchange, start_response,
+                               Reply(500, {"error": "proxy_error", "message": "unexpected error; retry"},
+                                     outcome="error"))
+
+    # -- the flow -----------------------------------------------------------------------------------------
+
+    def _handle(self, x: Exchange, start_response: StartResponse) -> Iterable[bytes]:
+        slug, _, rest = raw_path(x.environ).lstrip("/").partition("/")
+        x.slug = slug.lower()
+        service = self._proxies.get_by_slug(x.slug) if slug else None
+        if service is None:
+            raise Reply(404, {"error": "unknown_service", "message": "no service has this slug"})
+        x.service = service
+        if not service.active:
+            raise Reply(503, {"error": "service_inactive", "message": "this service is not taking traffic"})
+        try:
+            x.path = forwarding_path("/" + rest)
+        except PathRefusedError as refused:
+            raise Reply(400, {"error": "invalid_path", "message": str(refused)}) from None
+        route = self._proxies.match(service, x.method, "/" + rest)
+        if route is None:
+            raise Reply(404, {"error": "no_route", "message": f"no route of this service matches {x.method}"})
+        x.route = route
+        body = self._body(x, service)
+        terms = requirements(route, self._fee_payers.addresses(route.network)[0])
+        url = self._gateway_url(x)
+        signature = x.environ.get("HTTP_PAYMENT_SIGNATURE")
+        if not signature:
+            raise self._payment_required(route, terms, url, "PAYMENT-SIGNATURE header is required")
+        try:
+            payload = parse_signature(signature, route, terms, url)
+            x.payment_hash = self._hash(service, payload, terms)
+        except (BadPaymentHeaderError, PaymentRejected) as bad:
+            raise self._payment_required(route, terms, url, str(bad) or "invalid_payload") from None
+        client = self._client(service)
+        if route.settle == "before":
+            return self._settle_first(x, client, payload, terms, url, body, start_response)
+        return self._settle_after(x, client, payload, terms, url, body, start_response)
+
+    def _settle_after(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements, url: str,
+                      body: bytes, start_response: StartResponse) -> Iterable[bytes]:
+        """Verify, forward, settle on an upstream answer below 400, then pass the answer on."""
+        if (earlier := self._earlier(x, client, payload, terms, url)) is not None:
+            return self._deliver(x, earlier, body, start_response)
+        verdict = self._payments.verify(client, payload, terms)
+        if not verdict.is_valid:
+            raise self._payment_required(x.route, terms, url, verdict.invalid_reason or "invalid_payment")
+        upstream = self._forward(x, body)
+        if upstream.status >= 400:
+            return self._pass(x, upstream, None, start_response)  # a 4xx is the upstream's answer; no charge
+        try:
+            outcome = self._payments.settle(client, payload, terms)
+        except BaseException:
+            upstream.close()
+            raise
+        if not outcome.success:
+            upstream.close()
+            self._unsettled(x, outcome, terms, url)
+        if not self._proxies.commit_delivery(x.payment_hash, str(x.service.id), x.route.id):
+            upstream.close()
+            raise self._payment_required(x.route, terms, url, "duplicate_settlement")
+        return self._pass(x, upstream, outcome, start_response)
+
+    def _settle_first(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements, url: str,
+                      body: bytes, start_response: StartResponse) -> Iterable[bytes]:
+        """`settle: before`: charge, commit the delivery, then forward (for upstreams that must not run twice)."""
+        if (earlier := self._earlier(x, client, payload, terms, url)) is not None:
+            return self._deliver(x, earlier, body, start_response)
+        outcome = self._payments.settle(client, payload, terms)
+        if not outcome.success:
+            self._unsettled(x, outcome, terms, url)
+        return self._deliver(x, outcome, body, start_response)
+
+    def _earlier(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements,
+                 url: str) -> SettleOutcome | None:
+        """A payment this proxy has seen before: served already (402), still pending (202, or served now that it
+        confirmed), failed (402). None for a payment that is new or only verified."""
+        payment = self._payments.get_payment(x.payment_hash)
+        if payment is None or not (payment.is_settled or payment.is_pending or payment.state.name == "FAILED"):
+            return None
+        if self._proxies.delivered(x.payment_hash):
+            raise self._payment_required(x.route, terms, url, "duplicate_settlement")
+        if payment.is_settled:
+            return SettleOutcome(success=True, transaction=payment.signature, network=payment.network,
+                                 payer=payment.payer)
+        outcome = self._payments.settle(client, payload, terms)  # pending: reconcile with the chain
+        if outcome.success:
+            return outcome
+        self._unsettled(x, outcome, terms, url)
+        return None  # unreachable: _unsettled raises
+
+    def _deliver(self, x: Exchange, outcome: SettleOutcome, body: bytes,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        """Forward a request whose payment is settled; once per payment."""
+        if not self._proxies.commit_delivery(x.payment_hash, str(x.service.id), x.route.id):
+            raise self._payment_required(x.route, requirements(x.route, ""), self._gateway_url(x),
+                                         "duplicate_settlement")
+        return self._pass(x, self._forward(x, body), outcome, start_response)
+
+    def _unsettled(self, x: Exchange, outcome: SettleOutcome, terms: Requirements, url: str) -> None:
+        response = encode_header(settle_response(False, outcome.transaction, outcome.network, outcome.payer,
+                                                 outcome.error_reason))
+        if outcome.pending:
+            raise Reply(202, {"status": "settlement_pending", "transaction": outcome.transaction,
+                              "message": "the payment is on its way; retry with the same PAYMENT-SIGNATURE"},
+                        [("Retry-After", str(RETRY_AFTER_SECONDS)), ("PAYMENT-RESPONSE", response),
+                         ("Cache-Control", "no-store")], outcome="pending")
+        raise self._payment_required(x.route, terms, url, outcome.error_reason or "settle_failed",
+                                     [("PAYMENT-RESPONSE", response)])
+
+    # -- upstream -----------------------------------------------------------------------------------------
+
+    def _forward(self, x: Exchange, body: bytes) -> OutboundResponse:
+        query = str(x.environ.get("QUERY_STRING") or "")
+        url = x.service.base_url.rstrip("/") + x.path + (f"?{query}" if query else "")
+        headers = upstream_headers(request_headers(x.environ), x.payment_hash, self._proxies.upstream_auth(x.service))
+        started = time.perf_counter()
+        try:
+            response = self._outbound.request(x.method, url, headers, body if body or x.method not in (
+                "GET", "HEAD", "DELETE", "OPTIONS") else None)
+        except OutboundError as failed:
+            metrics.upstream_error(x, failed.reason)
+            raise Reply(502, {"error": failed.reason, "message": "the service's backend did not answer; "
+                              "no payment was taken" if x.route.settle == "after" else
+                              "the service's backend did not answer"}, outcome="upstream_failed") from None
+        finally:
+            metrics.upstream_latency(x, time.perf_counter() - started)
+        if response.status >= 500:
+            response.close()
+            metrics.upstream_error(x, f"status_{response.status}")
+            raise Reply(502, {"error": "upstream_error", "status": response.status,
+                              "message": "the service's backend failed; no payment was taken"
+                              if x.route.settle == "after" else "the service's backend failed"},
+                        outcome="upstream_failed")
+        return response
+
+    def _pass(self, x: Exchange, upstream: OutboundResponse, outcome: SettleOutcome | None,
+              start_response: StartResponse) -> Iterator[bytes]:
+        headers = response_headers(upstream.headers)
+        if outcome is not None:
+            headers.append(("PAYMENT-RESPONSE", encode_header(settle_response(
+                True, outcome.transaction, outcome.network, outcome.payer))))
+        start_response(f"{upstream.status} {_reason(upstream.status)}", headers)
+        status = "served" if outcome is not None else "upstream_4xx"
+        self._log(x, upstream.status, status)
+        return self._stream(x, upstream)
+
+    def _stream(self, x: Exchange, upstream: OutboundResponse) -> Iterator[bytes]:
+        sent = 0
+        try:
+            for chunk in upstream.stream():
+                sent += len(chunk)
+                yield chunk
+        except OutboundError as broken:
+            metrics.upstream_error(x, broken.reason)
+            log.warning("upstream body broke off: %s", broken.reason, extra=self._fields(x, 0, reason=broken.reason))
+        finally:
+            upstream.close()
+            metrics.bytes_streamed(x, "response", sent)
+
+    # -- pieces -------------------------------------------------------------------------------------------
+
+    def _body(self, x: Exchange, service: ProxyService) -> bytes:
+        limit = service.body_limit
+        length = str(x.environ.get("CONTENT_LENGTH") or "").strip()
+        if length and (not length.isdigit() or int(length) > limit):
+            raise Reply(413, {"error": "body_too_large", "message": f"request bodies are at most {limit} bytes"})
+        stream = x.environ["wsgi.input"]
+        data = stream.read(int(length)) if length else self._read_unsized(stream, limit, x)
+        if len(data) > limit:
+            raise Reply(413, {"error": "body_too_large", "message": f"request bodies are at most {limit} bytes"})
+        metrics.bytes_streamed(x, "request", len(data))
+        return data
+
+    @staticmethod
+    def _read_unsized(stream: Any, limit: int, x: Exchange) -> bytes:
+        if str(x.environ.get("HTTP_TRANSFER_ENCODING", "")).lower() != "chunked":
+            return b""
+        data = stream.read(limit + 1)
+        return data or b""
+
+    def _client(self, service: ProxyService) -> Client:
+        merchant = self._merchants.get_merchant(service.merchant)
+        return Client(id=f"merchant:{merchant_id(service.merchant)}", registered=True, merchant=service.merchant,
+                      capabilities=frozenset(Capability(*c) for c in merchant.capabilities))
+
+    def _hash(self, service: ProxyService, payload: PaymentPayload, terms: Requirements) -> str:
+        """The payment's idempotency key, as Payments computes it: the X-Paywarden-Payment-Hash."""
+        fingerprint = payment_fingerprint(decode_transaction(payload.transaction))
+        return idempotency_key(f"merchant:{merchant_id(service.merchant)}", terms.amount, fingerprint)
+
+    def _gateway_url(self, x: Exchange) -> str:
+        if self._public_url:
+            base = self._public_url
+        else:
+            scheme = x.environ.get("wsgi.url_scheme", "http")
+            base = f"{scheme}://{x.environ.get('HTTP_HOST') or x.environ.get('SERVER_NAME')}"
+        return f"{base}/{x.slug}{x.path}"
+
+    def _payment_required(self, route: Route | None, terms: Requirements, url: str, error: str,
+                          extra: Iterable[tuple[str, str]] = ()) -> Reply:
+        body = payment_required(route, terms, url, error)
+        return Reply(402, body, [("PAYMENT-REQUIRED", encode_header(body)), ("Cache-Control", "no-store"),
+                                 *extra], outcome="payment_required")
+
+    def _reply(self, x: Exchange, start_response: StartResponse, reply: Reply) -> list[bytes]:
+        data = json.dumps(reply.body).encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *reply.headers]
+        start_response(f"{reply.status} {_reason(reply.status)}", headers)
+        self._log(x, reply.status, reply.outcome, reason=str(reply.body.get("error") or ""))
+        return [data] if x.method != "HEAD" else []
+
+    def _log(self, x: Exchange, status: int, outcome: str, reason: str = "") -> None:
+        metrics.outcome(x, outcome)
+        level = logging.WARNING if status >= 500 else logging.INFO
+        log.log(level, "%s %s %s", x.method, x.slug, status, extra=self._fields(x, status, outcome=outcome,
+                                                                                reason=reason))
+
+    @staticmethod
+    def _fields(x: Exchange, status: int, **more: str) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "service": x.slug, "route": x.route.id if x.route else None, "method": x.method, "status": status,
+            "payment_hash": x.payment_hash or None, "duration_ms": round((time.perf_counter() - x.started) * 1000, 2),
+        }
+        fields.update({k: v for k, v in more.items() if v})
+        return fields
+
+
+def _reason(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"

@@ -1,0 +1,99 @@
+"""The x402 side of the proxy: a route's PaymentRequirements, the 402 answer, the client's PAYMENT-SIGNATURE."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from domain.proxy_service import Route
+from domain.x402 import PaymentPayload, Requirements
+
+MAX_SIGNATURE_HEADER = 48 * 1024
+
+
+class BadPaymentHeaderError(ValueError):
+    """PAYMENT-SIGNATURE is not base64 JSON of an x402 v2 PaymentPayload."""
+
+
+def requirements(route: Route, fee_payer: str) -> Requirements:
+    return Requirements(scheme="exact", network=route.network, amount=route.price, asset=route.asset,
+                        pay_to=route.pay_to, max_timeout_seconds=route.max_timeout_seconds,
+                        extra={"feePayer": fee_payer})
+
+
+def requirements_json(r: Requirements) -> dict[str, Any]:
+    return {"scheme": r.scheme, "network": r.network, "amount": str(r.amount), "asset": r.asset, "payTo": r.pay_to,
+            "maxTimeoutSeconds": r.max_timeout_seconds, "extra": dict(r.extra)}
+
+
+def resource(route: Route, url: str) -> dict[str, Any]:
+    described = {"url": url}
+    if route.description:
+        described["description"] = route.description
+    if route.mime_type:
+        described["mimeType"] = route.mime_type
+    return described
+
+
+def bazaar_extension(route: Route) -> dict[str, Any] | None:
+    """The route's discovery metadata as x402's `bazaar` extension (`info`), the method filled in."""
+    if not route.bazaar:
+        return None
+    info = dict(route.bazaar)
+    if route.method != "*":
+        info.setdefault("method", route.method)
+    return {"info": info}
+
+
+def payment_required(route: Route, r: Requirements, url: str, error: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"x402Version": 2, "error": error, "resource": resource(route, url),
+                            "accepts": [requirements_json(r)]}
+    if (bazaar := bazaar_extension(route)) is not None:
+        body["extensions"] = {"bazaar": bazaar}
+    return body
+
+
+def encode_header(value: dict[str, Any]) -> str:
+    return base64.b64encode(json.dumps(value, separators=(",", ":")).encode()).decode()
+
+
+def parse_signature(header: str, route: Route, r: Requirements, url: str) -> PaymentPayload:
+    """The client's payload, with the proxy's own resource and extensions (the route is the authority on what is
+    being sold and what discovery lists, not the client)."""
+    if len(header) > MAX_SIGNATURE_HEADER:
+        raise BadPaymentHeaderError("PAYMENT-SIGNATURE is too large")
+    try:
+        data = json.loads(base64.b64decode(header, validate=True))
+    except (binascii.Error, ValueError):
+        raise BadPaymentHeaderError("PAYMENT-SIGNATURE is not base64 JSON") from None
+    if not isinstance(data, dict) or data.get("x402Version") != 2:
+        raise BadPaymentHeaderError("PAYMENT-SIGNATURE must be an x402 v2 payload")
+    payload = data.get("payload")
+    transaction = payload.get("transaction") if isinstance(payload, dict) else None
+    if not isinstance(transaction, str) or not transaction:
+        raise BadPaymentHeaderError("PAYMENT-SIGNATURE carries no payload.transaction")
+    accepted = data.get("accepted")
+    if accepted is not None and not _accepts(accepted, r):
+        raise BadPaymentHeaderError("the payment accepted other terms than this route's")
+    bazaar = bazaar_extension(route)
+    return PaymentPayload(transaction=transaction, accepted=r, resource=resource(route, url),
+                          extensions={"bazaar": bazaar} if bazaar else {})
+
+
+def _accepts(accepted: Any, r: Requirements) -> bool:
+    if not isinstance(accepted, dict):
+        return False
+    return (accepted.get("scheme"), accepted.get("network"), str(accepted.get("amount")), accepted.get("asset"),
+            accepted.get("payTo")) == (r.scheme, r.network, str(r.amount), r.asset, r.pay_to)
+
+
+def settle_response(success: bool, transaction: str | None, network: str | None, payer: str | None,
+                    error_reason: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"success": success}
+    for name, value in (("transaction", transaction), ("network", network), ("payer", payer),
+                        ("errorReason", error_reason)):
+        if value is not None:
+            body[name] = value
+    return body
