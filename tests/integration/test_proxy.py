@@ -78,7 +78,7 @@ def loopback_443(hostnames: tuple[str, ...]) -> Backend:
 
 def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundPolicy | None = None,
                 answer: str | None = None) -> Any:
-    gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url)
+    gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, confirmation_budget_seconds=0.5)
     backend = loopback_443(HOSTNAMES)
     host = backend.server.server_address[0]
     resolver = MapResolver({name: [answer or host] for name in HOSTNAMES})
@@ -300,3 +300,43 @@ def test_bazaar_metadata_of_a_route_is_offered_and_listed_with_the_gateway_url(s
     listing = container.listings.get_listing(stack.url("/weather/today"), "GET")
     assert listing is not None and listing.owner.startswith("merchant:")
 
+
+
+class HeldConfirmations:
+    """The chain as it is, except that while `held` no signature has reached `confirmed` yet."""
+
+    def __init__(self, chain: Any) -> None:
+        self._chain, self.held = chain, True
+
+    def signature_status(self, signature: str) -> Any:
+        from application.ports import Confirmation, SignatureStatus
+
+        return SignatureStatus(Confirmation.PENDING) if self.held else self._chain.signature_status(signature)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._chain, name)
+
+
+def test_a_pending_settlement_is_202_and_the_same_signature_is_served_once_it_confirms(stack):
+    stack.route("/weather/*")
+    chains = stack.gateway.container.chains.by_network
+    chain = chains[DEVNET.caip2] = HeldConfirmations(chains[DEVNET.caip2])
+    before = stack.balance(stack.gateway.pay_to.pubkey())
+
+    pending = stack.paying_session().get(stack.url("/weather/x"), timeout=60)
+    assert pending.status_code == 202  # never a fresh 402: that would invite a second payment
+    assert pending.headers["Retry-After"] == "2"
+    assert decoded(pending.headers["PAYMENT-RESPONSE"])["errorReason"] == "settlement_pending"
+    signature = {"PAYMENT-SIGNATURE": pending.request.headers["PAYMENT-SIGNATURE"]}
+    still = requests.get(stack.url("/weather/x"), headers=signature, timeout=30)
+    assert still.status_code == 202
+    assert len(stack.backend.received) == 1  # the first attempt reached the backend; the answer was held back
+
+    chain.held = False
+    served = requests.get(stack.url("/weather/x"), headers=signature, timeout=30)
+    assert served.status_code == 200 and served.json()["path"] == "/weather/x"
+    assert decoded(served.headers["PAYMENT-RESPONSE"])["success"] is True
+    again = requests.get(stack.url("/weather/x"), headers=signature, timeout=30)
+    assert again.status_code == 402  # served once
+    assert len(stack.backend.received) == 2
+    assert stack.balance(stack.gateway.pay_to.pubkey()) == before + PRICE  # charged once
