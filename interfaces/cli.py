@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from application.merchants import MerchantError
 from domain.networks import DEVNET, KeyEnv
+from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
 from interfaces.config import ConfigError, load_config
 
@@ -99,12 +100,17 @@ def serve(args: argparse.Namespace) -> int:
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers))
     argv = [sys.executable, "-m", "gunicorn", "--config", "python:interfaces.gunicorn_conf",
             "interfaces.wsgi:application"]
-    if args.no_projections:  # the operator runs `paywarden project` on its own
+    # The proxy is its own gunicorn on its own listener (interfaces/http/proxy/wsgi.py), beside the API.
+    proxy = [("env", f"PAYWARDEN_BIND={args.proxy_bind}", sys.executable, "-m", "gunicorn", "--config",
+              "python:interfaces.gunicorn_conf", "interfaces.http.proxy.wsgi:application")] if args.proxy_bind else []
+    if args.no_projections and not proxy:  # the operator runs `paywarden project` on its own
         os.execvp(sys.executable, argv)
     from interfaces.supervisor import supervise
 
+    if args.no_projections:
+        return supervise(argv, None, also=proxy)
     return supervise(argv, [sys.executable, "-m", "interfaces.cli", "project", "--exit-with-parent"],
-                     [sys.executable, "-m", "interfaces.cli", "webhooks", "--exit-with-parent"])
+                     [sys.executable, "-m", "interfaces.cli", "webhooks", "--exit-with-parent"], also=proxy)
 
 
 def project(args: argparse.Namespace) -> int:
@@ -198,6 +204,7 @@ def parser() -> argparse.ArgumentParser:
     s = commands.add_parser("serve", help="run the API under gunicorn with gevent workers")
     s.add_argument("--bind", default="127.0.0.1:8402", help="HOST:PORT (default 127.0.0.1:8402)")
     s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--proxy-bind", help="also run the transparent proxy on HOST:PORT (e.g. 127.0.0.1:8405)")
     s.add_argument("--no-projections", action="store_true",
                    help="do not start the projection and webhook workers (run `paywarden project` and "
                         "`paywarden webhooks` yourself)")
@@ -230,6 +237,10 @@ def parser() -> argparse.ArgumentParser:
 
     webhooks_commands(commands)
 
+    from interfaces.cli_proxy import add_commands as proxy_commands
+
+    proxy_commands(commands)
+
     from interfaces.bench import add_arguments
 
     b = commands.add_parser("bench", help="load-test a running Paywarden with real signed payments")
@@ -242,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, MerchantError, WebhookError) as refused:
+    except (ConfigError, MerchantError, WebhookError, ProxyServiceError) as refused:
         print(f"paywarden: {refused}", file=sys.stderr)
         return 2
 

@@ -66,9 +66,10 @@ class _Worker:
             self.child, self.started, self.restart_at = _start(self.argv), now, 0.0
 
 
-def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *more_workers: Sequence[str],
-              poll_seconds: float = 0.5) -> int:
-    """Run the server and the workers until the server exits; return the server's exit status."""
+def supervise(server_argv: Sequence[str], worker_argv: Sequence[str] | None, *more_workers: Sequence[str],
+              poll_seconds: float = 0.5, also: Sequence[Sequence[str]] = ()) -> int:
+    """Run the server and the workers until the server exits; return the server's exit status. `also` are more
+    servers (the proxy's gunicorn) started, signalled and stopped with the first; one exiting stops everything."""
     wake = threading.Event()
     received: list[int] = []
 
@@ -78,13 +79,20 @@ def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *more_work
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     server = _start(server_argv)
-    workers = [_Worker(argv) for argv in (worker_argv, *more_workers)]
+    others = [_start(argv) for argv in also]
+    workers = [_Worker(argv) for argv in (worker_argv, *more_workers) if argv]
     stopping = False
     try:
         while server.poll() is None:
+            if not stopping and any(other.poll() is not None for other in others):
+                log.error("a server exited; stopping the others")
+                received.append(signal.SIGTERM)
             while received:
                 sig = received.pop(0)
                 server.send_signal(sig)
+                for other in others:
+                    if other.poll() is None:
+                        other.send_signal(sig)
                 if sig != signal.SIGHUP:
                     stopping = True
                     for worker in workers:
@@ -97,6 +105,8 @@ def supervise(server_argv: Sequence[str], worker_argv: Sequence[str], *more_work
     finally:
         for worker in workers:
             _stop(worker.child)
+        for other in others:
+            _stop(other)
         if server.poll() is None:
             _stop(server)
         for sig, handler in previous.items():

@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8402, help="API port (default 8402)")
     p.add_argument("--rpc-port", type=int, default=8899, help="localnet JSON-RPC port (default 8899)")
     p.add_argument("--demo-port", type=int, default=8403, help="example merchant API port (default 8403)")
+    p.add_argument("--proxy-port", type=int, default=8405, help="transparent proxy port (default 8405)")
+    p.add_argument("--demo-backend-port", type=int, default=8404,
+                   help="the plain demo backend behind the proxy, with --demo (default 8404)")
     p.add_argument("--workers", type=int, default=1, help="API worker processes (default 1)")
     p.add_argument("--demo", action="store_true", help="also start the example merchant API")
     p.add_argument("--json", action="store_true", help="print the addresses as one JSON line on stdout")
@@ -61,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         _fund(rpc_url, sandbox, fee_payers, payer, pay_to)
         api_key = _sandbox_merchant(config)
         base_url = f"http://{args.host}:{args.port}"
+        proxy_url = f"http://{args.host}:{args.proxy_port}"
         children.append(_serve(config, args, rpc_url, fee_payer_paths))
         _wait_ready(base_url, api_key, children[0], stop)
         info = {
@@ -68,9 +72,11 @@ def run(args: argparse.Namespace) -> int:
             "usdc_mint": DEVNET.usdc_mint, "fee_payers": fee_payers, "fee_payer_keypair_paths": fee_payer_paths,
             "merchant": SANDBOX_MERCHANT, "api_key": api_key, "payer": payer, "payer_keypair_path": str(payer_path),
             "pay_to": pay_to, "database_url": config.database_url or f"sqlite:///{config.data_dir.resolve()}",
+            "proxy_url": proxy_url,
         }
         if args.demo:
             info["demo_url"] = _demo(args, base_url, api_key, pay_to, servers) + "/weather"
+            info["demo_proxy_url"] = _demo_proxy(config, args, proxy_url, pay_to, servers, children[0], stop)
         _announce(info, args.json)
         while not stop.is_set():
             if any(child.poll() is not None for child in children):
@@ -148,8 +154,9 @@ def _sandbox_merchant(config: Config) -> str:
 def _serve(config: Config, args: argparse.Namespace, rpc_url: str, keypairs: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PAYWARDEN_DEVNET_RPC_URL": rpc_url, "PAYWARDEN_FEE_PAYER_KEYPAIRS": ",".join(keypairs),
            "PAYWARDEN_DATA_DIR": str(config.data_dir)}
+    env.setdefault("PAYWARDEN_PROXY_URL", f"http://{args.host}:{args.proxy_port}")
     argv = [sys.executable, "-m", "interfaces.cli", "serve", "--bind", f"{args.host}:{args.port}",
-            "--workers", str(args.workers)]
+            "--workers", str(args.workers), "--proxy-bind", f"{args.host}:{args.proxy_port}"]
     return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -179,6 +186,46 @@ def _demo(args: argparse.Namespace, base_url: str, api_key: str, pay_to: str, se
     threading.Thread(target=httpd.serve_forever, name="demo", daemon=True).start()
     servers.append(httpd)
     return f"http://{args.host}:{httpd.server_port}"
+
+
+def _demo_proxy(config: Config, args: argparse.Namespace, proxy_url: str, pay_to: str, servers: list[Any],
+                child: subprocess.Popen, stop: threading.Event) -> str:
+    """The plain demo backend, registered as the sandbox merchant's proxied service with a priced GET /weather;
+    the paid gateway URL of that route (made once: a rerun finds the same service)."""
+    from wsgiref.simple_server import make_server
+
+    from domain.proxy_service import ProxyServiceConflictError
+    from interfaces.container import build
+    from interfaces.demo import PRICE
+    from interfaces.demo_backend import demo_backend
+    from interfaces.localnet import QuietHandler, ThreadingServer
+
+    httpd = make_server(args.host, args.demo_backend_port, demo_backend, ThreadingServer, QuietHandler)
+    threading.Thread(target=httpd.serve_forever, name="demo-backend", daemon=True).start()
+    servers.append(httpd)
+    container = build(config)
+    try:
+        service = container.proxies.create_service(SANDBOX_MERCHANT, "Demo weather", "localhost",
+                                                   port=httpd.server_port, token=f"demo-{httpd.server_port}")
+        try:
+            container.proxies.add_route(SANDBOX_MERCHANT, str(service.id), method="GET", path="/weather",
+                                        price=int(PRICE), pay_to=pay_to, description="Today's weather (demo)",
+                                        mime_type="application/json")
+        except ProxyServiceConflictError:
+            pass  # registered on an earlier run
+        slug = service.slug
+    finally:
+        container.close()
+    url = f"{proxy_url}/{slug}/weather"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not stop.is_set() and child.poll() is None:
+        try:
+            if httpx.get(url, timeout=2).status_code == 402:
+                return url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise ConfigError(f"the proxy did not answer on {proxy_url} within 60 s")
 
 
 def _announce(info: dict[str, Any], as_json: bool) -> None:

@@ -27,7 +27,7 @@ def create_app(container: Container) -> falcon.App:
                                  RateLimitMiddleware(limiter, config.trusted_proxies)])
     app.req_options.strip_url_path_trailing_slash = True
     verify, settle = VerifyResource(container.payments), SettleResource(container.payments)
-    supported = SupportedResource(served, container.fee_payers)
+    supported = SupportedResource(served, container.fee_payers, container.proxies)
     for prefix in ("", "/v1"):
         app.add_route(f"{prefix}/verify", verify)
         app.add_route(f"{prefix}/settle", settle)

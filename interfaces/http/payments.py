@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import falcon
 
@@ -10,6 +11,7 @@ from application.outcomes import SettleOutcome
 from application.payments import Payments
 from domain.codes import Code
 from domain.networks import SCHEME_EXACT, X402_VERSION
+from domain.routes import compile_pattern, normalize_path
 from interfaces.http.body import read_json
 from interfaces.http.errors import WireError
 from interfaces.http.schemas import (
@@ -80,13 +82,22 @@ class SupportedResource:
 
     authenticate, rate_limit = True, "key"
 
-    def __init__(self, served: list[str], fee_payers: KeypairFeePayers) -> None:
+    def __init__(self, served: list[str], fee_payers: KeypairFeePayers, proxies: Any = None) -> None:
         self._served, self._fee_payers, self._query = served, fee_payers, SupportedQuerySchema()
+        self._proxies = proxies
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._query.load(req.params)
+        query = self._query.load(req.params)
         client = req.context.client
         networks = [n for n in self._served if any(c.network == n for c in client.capabilities)]
+        if "service" in query:  # the kinds of that (own) service's routes matching `path` (docs/proxy.md)
+            routes = self._routes(client, query["service"], query.get("path"))
+            if routes is None:
+                resp.status, resp.media = falcon.HTTP_400, {
+                    "error": "unknown_service", "message": "none of your services has this slug, or no route "
+                    "of it matches this path"}
+                return
+            networks = [n for n in networks if any(r.network == n for r in routes)]
         resp.media = {
             "kinds": [
                 {"x402Version": X402_VERSION, "scheme": SCHEME_EXACT, "network": n,
@@ -96,6 +107,17 @@ class SupportedResource:
             "extensions": [],
             "signers": _signers_by_family(networks, self._fee_payers),
         }
+
+
+    def _routes(self, client: Any, slug: str, path: str | None) -> list[Any] | None:
+        service = self._proxies.get_by_slug(slug.lower()) if self._proxies is not None else None
+        if service is None or client.merchant != service.merchant:
+            return None
+        if path is None:
+            return list(service.routes.values())
+        normalized = normalize_path(path if path.startswith("/") else "/" + path)
+        routes = [r for r in service.routes.values() if compile_pattern(r.path).match(normalized)]
+        return routes or None
 
 
 def _signers_by_family(networks: list[str], fee_payers: KeypairFeePayers) -> dict[str, list[str]]:

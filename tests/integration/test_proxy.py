@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 import requests
+from falcon import testing
 
 from application.proxy_services import ProxyServices
 from domain.networks import DEVNET
 from interfaces.adapters.outbound import OutboundPolicy
 from interfaces.container import build_secrets, store_env
+from interfaces.http.app import create_app
 from interfaces.http.proxy.factory import create_proxy_app
 from tests.conftest import USDC, Gateway, make_gateway
 from tests.https_backend import Backend, MapResolver, start_backend
@@ -88,6 +90,7 @@ def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundP
     container.proxies = ProxyServices(store_env(container.config, "proxy_services"), merchants=container.merchants,
                                       secrets=build_secrets(container.config), sandbox=True,
                                       domains=lambda merchant: DOMAINS)
+    gateway.client = testing.TestClient(create_app(container))  # the API over the same ProxyServices
     service = container.proxies.create_service("acme", "Weather", "backend.test", subdomain="api",
                                                upstream_auth=("X-Upstream-Key", "upstream-secret-123"))
     app = create_proxy_app(container, resolver=resolver, ssl_context=backend.client_context(),
@@ -340,3 +343,15 @@ def test_a_pending_settlement_is_202_and_the_same_signature_is_served_once_it_co
     assert again.status_code == 402  # served once
     assert len(stack.backend.received) == 2
     assert stack.balance(stack.gateway.pay_to.pubkey()) == before + PRICE  # charged once
+
+
+def test_supported_with_a_service_and_path_answers_the_kinds_of_that_route(stack):
+    stack.route("/weather/*")
+    kinds = stack.gateway.client.simulate_get("/supported", params={"service": stack.slug, "path": "/weather/x"},
+                                              headers=stack.gateway.headers)
+    assert kinds.status_code == 200
+    assert [(k["network"], k["extra"]["feePayer"]) for k in kinds.json["kinds"]] == [
+        (DEVNET.caip2, stack.gateway.fee_payer)]
+    for params in ({"service": stack.slug, "path": "/admin"}, {"service": "nobody"}):
+        refused = stack.gateway.client.simulate_get("/supported", params=params, headers=stack.gateway.headers)
+        assert refused.status_code == 400 and refused.json["error"] == "unknown_service"

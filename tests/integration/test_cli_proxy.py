@@ -1,0 +1,60 @@
+"""`paywarden service …` and `paywarden route …` against the embedded store (sandbox: a localhost service)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from solders.keypair import Keypair
+
+from interfaces.cli import main
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    for name in ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_DEVNET_RPC_URL", "PAYWARDEN_MODE",
+                 "PAYWARDEN_PROXY_URL", "PAYWARDEN_SECRET_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+def run(capsys, *argv: str) -> dict | list:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_service_and_its_routes_from_the_command_line(data_dir, capsys, monkeypatch):
+    assert main(["merchant", "create", "acme"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO("upstream-secret-value\n"))
+    service = run(capsys, "service", "create", "--merchant", "acme", "--name", "Weather", "--domain", "localhost",
+                  "--port", "9999", "--upstream-auth", "X-Api-Key")
+    assert service["type"] == "Proxy" and service["baseUrl"] == "http://localhost:9999"
+    assert service["slug"] == "localhost" and service["gatewayUrl"] == "http://127.0.0.1:8405/localhost"
+    assert service["upstreamAuth"] == {"header": "X-Api-Key", "set": True} and service["active"] is True
+    assert "upstream-secret-value" not in json.dumps(service)
+    assert b"upstream-secret-value" not in (data_dir / "proxy_services.db").read_bytes()
+
+    route = run(capsys, "route", "add", "--merchant", "acme", "--service", service["id"], "--path", "/weather/*",
+                "--price", "10000", "--pay-to", str(Keypair().pubkey()), "--settle", "before")
+    assert route["price"] == "10000" and route["settle"] == "before" and route["method"] == "GET"
+    assert [r["id"] for r in run(capsys, "route", "list", "--merchant", "acme", "--service", service["id"])] == [
+        route["id"]]
+
+    off = run(capsys, "service", "update", service["id"], "--merchant", "acme", "--active", "off", "--name", "W2")
+    assert off["active"] is False and off["name"] == "W2"
+
+    assert main(["service", "delete", service["id"], "--merchant", "acme"]) == 2
+    assert "route" in capsys.readouterr().err
+    assert main(["route", "delete", route["id"], "--merchant", "acme", "--service", service["id"]]) == 0
+    assert main(["service", "delete", service["id"], "--merchant", "acme"]) == 0
+    capsys.readouterr()
+    assert run(capsys, "service", "list", "--merchant", "acme") == []
+
+
+def test_https_services_need_a_verified_domain(data_dir, capsys):
+    assert main(["merchant", "create", "acme"]) == 0
+    assert main(["service", "create", "--merchant", "acme", "--name", "W", "--domain", "weather.com"]) == 2
+    assert "not a verified domain" in capsys.readouterr().err
