@@ -112,7 +112,19 @@ def route_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_proxy(args: argparse.Namespace) -> int:
+    from interfaces.bench_proxy import run
+
+    return run(args)
+
+
 def add_commands(commands: Any) -> None:
+    from interfaces.bench_proxy import add_arguments
+
+    bench = commands.add_parser("bench-proxy", help="the proxy's added latency over calling the backend directly")
+    add_arguments(bench)
+    bench.set_defaults(func=bench_proxy)
+
     service = commands.add_parser("service", help="proxy services").add_subparsers(dest="action", required=True)
     create = service.add_parser("create", help="register a service behind the proxy")
     create.add_argument("--merchant", required=True)
