@@ -124,7 +124,7 @@ class ProxyApp:
                       body: bytes, start_response: StartResponse) -> Iterable[bytes]:
         """Verify, forward, settle on an upstream answer below 400, then pass the answer on."""
         if (earlier := self._earlier(x, client, payload, terms, url)) is not None:
-            return self._deliver(x, earlier, body, start_response)
+            return self._deliver(x, earlier, body, terms, start_response)
         verdict = self._payments.verify(client, payload, terms)
         if not verdict.is_valid:
             raise self._payment_required(x.route, terms, url, verdict.invalid_reason or "invalid_payment")
@@ -148,11 +148,11 @@ class ProxyApp:
                       body: bytes, start_response: StartResponse) -> Iterable[bytes]:
         """`settle: before`: charge, commit the delivery, then forward (for upstreams that must not run twice)."""
         if (earlier := self._earlier(x, client, payload, terms, url)) is not None:
-            return self._deliver(x, earlier, body, start_response)
+            return self._deliver(x, earlier, body, terms, start_response)
         outcome = self._payments.settle(client, payload, terms)
         if not outcome.success:
             self._unsettled(x, outcome, terms, url)
-        return self._deliver(x, outcome, body, start_response)
+        return self._deliver(x, outcome, body, terms, start_response)
 
     def _earlier(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements,
                  url: str) -> SettleOutcome | None:
@@ -172,12 +172,11 @@ class ProxyApp:
         self._unsettled(x, outcome, terms, url)
         return None  # unreachable: _unsettled raises
 
-    def _deliver(self, x: Exchange, outcome: SettleOutcome, body: bytes,
+    def _deliver(self, x: Exchange, outcome: SettleOutcome, body: bytes, terms: Requirements,
                  start_response: StartResponse) -> Iterable[bytes]:
         """Forward a request whose payment is settled; once per payment."""
         if not self._proxies.commit_delivery(x.payment_hash, str(x.service.id), x.route.id):
-            raise self._payment_required(x.route, requirements(x.route, ""), self._gateway_url(x),
-                                         "duplicate_settlement")
+            raise self._payment_required(x.route, terms, self._gateway_url(x), "duplicate_settlement")
         return self._pass(x, self._forward(x, body), outcome, start_response)
 
     def _unsettled(self, x: Exchange, outcome: SettleOutcome, terms: Requirements, url: str) -> None:
