@@ -115,7 +115,7 @@ def decoded(header: str) -> dict[str, Any]:
     return json.loads(base64.b64decode(header))
 
 
-def test_the_sdk_client_pays_through_the_proxy_and_the_backend_sees_only_what_it_should(stack):
+def test_the_sdk_client_pays_through_the_proxy_and_the_backend_sees_only_what_it_should(stack, caplog):
     stack.route("/weather/*", description="Today's weather", mime_type="application/json")
     payer_before, merchant_before = stack.balance(stack.gateway.payer.pubkey()), stack.balance(
         stack.gateway.pay_to.pubkey())
@@ -158,6 +158,13 @@ def test_the_sdk_client_pays_through_the_proxy_and_the_backend_sees_only_what_it
     assert decoded(replay.headers["PAYMENT-REQUIRED"])["error"] == "duplicate_settlement"
     assert len(stack.backend.received) == 1
     assert stack.balance(stack.gateway.pay_to.pubkey()) == merchant_before + PRICE
+
+    # Each proxy log line of the paid request names the payment hash; no line carries a credential.
+    lines = [r for r in caplog.records if r.name == "paywarden.proxy"]
+    assert any(getattr(r, "payment_hash", None) == payment_hash and r.status == 200 for r in lines)
+    for record in caplog.records:
+        text = record.getMessage() + repr(record.__dict__)
+        assert "upstream-secret-123" not in text and "client-secret" not in text
 
 
 @pytest.mark.parametrize("path,reason", [("/status/500", "upstream_error"), ("/slow/4", "upstream_timeout")])
