@@ -38,8 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rpc-port", type=int, default=8899, help="localnet JSON-RPC port (default 8899)")
     p.add_argument("--demo-port", type=int, default=8403, help="example merchant API port (default 8403)")
     p.add_argument("--proxy-port", type=int, default=8405, help="transparent proxy port (default 8405)")
-    p.add_argument("--demo-backend-port", type=int, default=8404,
-                   help="the plain demo backend behind the proxy, with --demo (default 8404)")
+    p.add_argument("--demo-backend-port", type=int, default=8406,
+                   help="the plain demo backend behind the proxy, with --demo (default 8406)")
     p.add_argument("--workers", type=int, default=1, help="API worker processes (default 1)")
     p.add_argument("--demo", action="store_true", help="also start the example merchant API")
     p.add_argument("--json", action="store_true", help="print the addresses as one JSON line on stdout")
