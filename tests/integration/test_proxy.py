@@ -362,3 +362,20 @@ def test_supported_with_a_service_and_path_answers_the_kinds_of_that_route(stack
     for params in ({"service": stack.slug, "path": "/admin"}, {"service": "nobody"}):
         refused = stack.gateway.client.simulate_get("/supported", params=params, headers=stack.gateway.headers)
         assert refused.status_code == 400 and refused.json["error"] == "unknown_service"
+
+
+def test_the_proxy_counts_served_requests_and_upstream_failures_in_its_metrics(stack):
+    stack.route("/weather/*")
+    stack.route("/status/*")
+
+    def count(outcome: str) -> float:
+        text = requests.get(f"{stack.proxy_url}/.well-known/paywarden/metrics", timeout=30).text
+        line = next((x for x in text.splitlines() if x.startswith("paywarden_proxy_requests_total{")
+                     and f'outcome="{outcome}"' in x and 'service="backend"' in x), None)
+        return float(line.rsplit(" ", 1)[1]) if line else 0.0
+
+    served, failed = count("served"), count("upstream_failed")
+    assert stack.paying_session().get(stack.url("/weather/x"), timeout=60).status_code == 200
+    assert stack.paying_session().get(stack.url("/status/503"), timeout=60).status_code == 502
+    assert count("served") == served + 1 and count("upstream_failed") == failed + 1
+    assert requests.get(f"{stack.proxy_url}/.well-known/paywarden/healthz", timeout=30).json() == {"status": "ok"}

@@ -38,8 +38,10 @@ from interfaces.http.proxy.payment import (
     requirements,
     settle_response,
 )
+from interfaces.metrics import exposition
 
 log = logging.getLogger("paywarden.proxy")
+OPERATIONS = "/.well-known/paywarden/"
 RETRY_AFTER_SECONDS = 2
 StartResponse = Callable[..., Any]
 
@@ -88,6 +90,8 @@ class ProxyApp:
     # -- the flow -----------------------------------------------------------------------------------------
 
     def _handle(self, x: Exchange, start_response: StartResponse) -> Iterable[bytes]:
+        if raw_path(x.environ).startswith(OPERATIONS):  # no slug starts with a dot
+            return self._operations(x, start_response)
         slug, _, rest = raw_path(x.environ).lstrip("/").partition("/")
         x.slug = slug.lower()
         service = self._proxies.get_by_slug(x.slug) if slug else None
@@ -242,6 +246,18 @@ class ProxyApp:
 
     # -- pieces -------------------------------------------------------------------------------------------
 
+    def _operations(self, x: Exchange, start_response: StartResponse) -> list[bytes]:
+        """`/.well-known/paywarden/healthz` and `/metrics` of the proxy's own processes (for the scraper only)."""
+        path = raw_path(x.environ)[len(OPERATIONS):]
+        if path == "healthz":
+            start_response("200 OK", [("Content-Type", "application/json"), ("Cache-Control", "no-store")])
+            return [b'{"status": "ok"}']
+        if path == "metrics":
+            data, content_type = exposition(_NoExtra())
+            start_response("200 OK", [("Content-Type", content_type), ("Cache-Control", "no-store")])
+            return [data]
+        raise Reply(404, {"error": "not_found", "message": "no such operations endpoint"})
+
     def _body(self, x: Exchange, service: ProxyService) -> bytes:
         limit = service.body_limit
         length = str(x.environ.get("CONTENT_LENGTH") or "").strip()
@@ -306,6 +322,11 @@ class ProxyApp:
         }
         fields.update({k: v for k, v in more.items() if v})
         return fields
+
+
+class _NoExtra:
+    def collect(self) -> Iterator[Any]:
+        return iter(())
 
 
 def _reason(status: int) -> str:
