@@ -257,7 +257,7 @@ def test_without_a_key_the_anonymous_identity_pays_when_enabled(gateway):
 
 def test_supported_lists_the_enabled_kinds_with_the_fee_payer(gateway):
     for path in ("/supported", "/v1/supported"):
-        result = gateway.client.simulate_get(path, headers=gateway.headers, params={"service": "s", "path": "/a"})
+        result = gateway.client.simulate_get(path, headers=gateway.headers)
         assert result.status_code == 200
         assert result.json == {
             "kinds": [{"x402Version": 2, "scheme": "exact", "network": DEVNET.caip2,
@@ -266,6 +266,9 @@ def test_supported_lists_the_enabled_kinds_with_the_fee_payer(gateway):
             "signers": {"solana:*": [gateway.fee_payer]},
         }
     assert gateway.client.simulate_get("/supported", headers={"Authorization": "Bearer x"}).status_code == 401
+    # `service` names one of the merchant's proxy services (docs/proxy.md); an unknown one is refused.
+    unknown = gateway.client.simulate_get("/supported", headers=gateway.headers, params={"service": "s", "path": "/a"})
+    assert unknown.status_code == 400 and unknown.json["error"] == "unknown_service"
 
 
 def test_the_101st_request_in_a_minute_for_one_key_is_429_and_other_keys_are_unaffected(gateway):
