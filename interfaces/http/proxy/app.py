@@ -21,7 +21,7 @@ from application.outcomes import SettleOutcome
 from application.proxy_services import ProxyServices
 from domain.clients import Capability, Client
 from domain.errors import PaymentRejected
-from domain.exact import decode_transaction, payment_fingerprint
+from domain.exact import decode_transaction, message_hash
 from domain.idempotency import idempotency_key
 from domain.merchant import merchant_id
 from domain.proxy_service import ProxyService, Route
@@ -284,8 +284,8 @@ class ProxyApp:
 
     def _hash(self, service: ProxyService, payload: PaymentPayload, terms: Requirements) -> str:
         """The payment's idempotency key, as Payments computes it: the X-Paywarden-Payment-Hash."""
-        fingerprint = payment_fingerprint(decode_transaction(payload.transaction))
-        return idempotency_key(f"merchant:{merchant_id(service.merchant)}", terms.amount, fingerprint)
+        digest = message_hash(decode_transaction(payload.transaction))
+        return idempotency_key(f"merchant:{merchant_id(service.merchant)}", terms.amount, digest)
 
     def _gateway_url(self, x: Exchange) -> str:
         if self._public_url:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from cryptography.fernet import Fernet
 from solders.keypair import Keypair
 
 from application.proxy_services import ProxyServices, ServiceNotFoundError, SlugTakenError
 from domain.networks import DEVNET, MAINNET, SCHEME_EXACT
 from domain.proxy_service import ProxyService, ProxyServiceConflictError, ProxyServiceError
 from domain.slugs import candidates, core_name
-from interfaces.adapters.secrets import AesGcmSecrets
+from interfaces.adapters.secret_box import SecretBox
+from interfaces.adapters.secrets import BoxedSecrets
 
 PAY_TO = str(Keypair().pubkey())
 
@@ -40,7 +42,8 @@ def directory():
 
 
 def services(directory, sandbox=False):
-    return ProxyServices(merchants=directory, secrets=AesGcmSecrets(b"k" * 32), sandbox=sandbox)
+    box = SecretBox([Fernet.generate_key().decode()])
+    return ProxyServices(merchants=directory, secrets=BoxedSecrets(box), sandbox=sandbox)
 
 
 def test_core_names_and_slug_candidates_follow_the_public_suffix_list():
