@@ -32,6 +32,7 @@ from projections.webhook_outbox import (
     MerchantWebhooksProjection,
     NotYet,
     PaymentWebhooksProjection,
+    ServiceWebhooksProjection,
     WebhookEndpointsProjection,
     payload,
 )
@@ -97,6 +98,8 @@ class DeliveryWorker:
         ]
         if container.listings is not None:
             self._sources.append((container.listings, ListingWebhooksProjection(self._view)))
+        if container.proxies is not None:
+            self._sources.append((container.proxies, ServiceWebhooksProjection(self._view)))
         self._pool = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="webhook-send")
         self._in_flight = 0
         self._busy: set[str] = set()  # endpoints this process is sending to

@@ -27,6 +27,7 @@ from eventsourcing.utils import get_topic
 from domain.listing import DiscoveryListing
 from domain.merchant import Merchant, merchant_id
 from domain.payment import Payment
+from domain.proxy_service import ProxyService
 from domain.webhook import WebhookEndpoint, message_id
 from projections.webhooks import CANCELLED, PENDING, WebhooksView
 
@@ -263,3 +264,34 @@ class MerchantWebhooksProjection(_Outbox):
             subject = self._subject(c, str(e.originator_id))
             name = subject[1]["merchant"] if subject else None
             self._enqueue(c, e, str(e.originator_id), "key.revoked", {"merchant": name, "prefix": e.prefix})
+
+
+class ServiceWebhooksProjection(_Outbox):
+    name = "webhook_services"
+    topics = tuple(get_topic(cls) for cls in (ProxyService.Created, ProxyService.Renamed, ProxyService.Deactivated))
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        with self.view.tracked(tracking):
+            pass
+
+    @process_event.register
+    def _(self, e: ProxyService.Created, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            self._keep(c, str(e.originator_id), str(merchant_id(e.merchant)),
+                       {"id": str(e.originator_id), "name": e.name, "slug": e.slug}, new=True)
+
+    @process_event.register
+    def _(self, e: ProxyService.Renamed, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            subject = self._subject(c, str(e.originator_id))
+            if subject is not None:
+                self._keep(c, str(e.originator_id), subject[0], {**subject[1], "name": e.name})
+
+    @process_event.register
+    def _(self, e: ProxyService.Deactivated, tracking: Tracking) -> None:
+        self._wait_for_endpoints(e)
+        with self.view.tracked(tracking) as c:
+            subject = self._subject(c, str(e.originator_id))
+            if subject is not None:
+                self._enqueue(c, e, subject[0], "service.deactivated", {**subject[1], "status": "deactivated"})

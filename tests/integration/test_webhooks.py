@@ -14,9 +14,11 @@ import pytest
 from solders.keypair import Keypair
 
 from application.listings import VerifiedPayment
+from application.proxy_services import ProxyServices
 from application.webhooks import Webhooks
 from domain.merchant import merchant_id
 from domain.webhook import WebhookError, message_id
+from interfaces.container import build_secrets, store_env
 from interfaces.resolver import GetaddrinfoResolver
 from interfaces.webhook_sender import post
 from interfaces.webhook_worker import DeliverySettings, DeliveryWorker, ping_message
@@ -317,3 +319,19 @@ def test_a_listing_registered_for_the_merchant_is_heard(gateway, receiver):
     assert delivery.payload["type"] == "listing.registered"
     assert delivery.payload["data"]["resource"] == "https://api.acme.com/weather"
     assert delivery.payload["data"]["method"] == "GET" and delivery.verified_with == receiver.secrets
+
+
+def test_a_deactivated_proxy_service_is_heard(gateway, receiver):
+    container = gateway.container
+    container.proxies.close()
+    container.proxies = ProxyServices(store_env(container.config, "proxy_services"), merchants=container.merchants,
+                                      secrets=build_secrets(container.config), sandbox=True,
+                                      domains=lambda merchant: {"backend.test"})
+    endpoint(gateway, receiver, ["service.deactivated"])
+    service = container.proxies.create_service("acme", "Weather", "backend.test", subdomain="api")
+    container.proxies.set_active("acme", str(service.id), False)
+    run_until(worker(gateway, receiver), lambda: len(receiver.deliveries) >= 1)
+    [delivery] = receiver.deliveries
+    assert delivery.payload["type"] == "service.deactivated" and delivery.verified_with == receiver.secrets
+    assert delivery.payload["data"] == {"id": str(service.id), "name": "Weather", "slug": service.slug,
+                                        "status": "deactivated"}
