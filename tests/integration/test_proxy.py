@@ -79,8 +79,8 @@ def loopback_443(hostnames: tuple[str, ...]) -> Backend:
 
 
 def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundPolicy | None = None,
-                answer: str | None = None) -> Any:
-    gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, confirmation_budget_seconds=0.5)
+                answer: str | None = None, **store: str) -> Any:
+    gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, confirmation_budget_seconds=0.5, **store)
     backend = loopback_443(HOSTNAMES)
     host = backend.server.server_address[0]
     resolver = MapResolver({name: [answer or host] for name in HOSTNAMES})
@@ -379,3 +379,30 @@ def test_the_proxy_counts_served_requests_and_upstream_failures_in_its_metrics(s
     assert stack.paying_session().get(stack.url("/status/503"), timeout=60).status_code == 502
     assert count("served") == served + 1 and count("upstream_failed") == failed + 1
     assert requests.get(f"{stack.proxy_url}/.well-known/paywarden/healthz", timeout=30).json() == {"status": "ok"}
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_on_postgresql_and_redis_a_paid_request_is_served_once_and_charged_once(tmp_path, sandbox, postgres_url,
+                                                                                redis_url):
+    from interfaces.localnet import LocalnetThread
+
+    with LocalnetThread(sandbox, slot_ms=None) as localnet:
+        gateway, backend, _, proxies, app, service = build_stack(
+            tmp_path, sandbox, localnet, database_url=postgres_url, redis_url=redis_url)
+        try:
+            with WsgiThread(app) as server:
+                stack = Stack(gateway, backend, proxies, MapResolver({}), server.url, localnet.url, str(service.id),
+                              service.slug)
+                stack.route("/weather/*")
+                before = stack.balance(gateway.pay_to.pubkey())
+                paid = stack.paying_session().get(stack.url("/weather/x"), timeout=60)
+                assert paid.status_code == 200 and paid.json()["path"] == "/weather/x"
+                replay = requests.get(stack.url("/weather/x"), timeout=30,
+                                      headers={"PAYMENT-SIGNATURE": paid.request.headers["PAYMENT-SIGNATURE"]})
+                assert replay.status_code == 402
+                assert len(backend.received) == 1
+                assert stack.balance(gateway.pay_to.pubkey()) == before + PRICE
+        finally:
+            backend.close()
+            gateway.container.close()
