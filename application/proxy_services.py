@@ -27,6 +27,7 @@ from domain.proxy_service import (
     Route,
     build_base_url,
     delivery_id,
+    services_index_id,
 )
 from domain.routes import matches, normalize_path
 from domain.slugs import SlugClaim, SlugError, candidates, check_slug, slug_claim_id
@@ -196,6 +197,16 @@ class ProxyServices(Application):
         index = self._load_index(merchant)
         found = [self._load(i) for i in (index.service_ids if index else [])]
         return [s for s in found if s is not None and not s.deleted]
+
+    def services_on_domain(self, merchant_uuid: str, domain: str) -> int:
+        """The console's `DomainUsage` port: how many of the merchant's live services have their base URL on
+        `domain` (a verified domain cannot be removed while one does)."""
+        try:
+            index = self.repository.get(services_index_id(merchant_uuid))
+        except AggregateNotFoundError:
+            return 0
+        found = [self._load(i) for i in index.service_ids]
+        return sum(1 for s in found if s is not None and not s.deleted and s.base.domain == domain.lower())
 
     def get_by_slug(self, slug: str) -> ProxyService | None:
         owner = self._owner(slug)

@@ -19,6 +19,7 @@ from eventsourcing.domain import Aggregate, event
 from solders.pubkey import Pubkey
 
 from domain.errors import DomainError
+from domain.merchant import merchant_id
 from domain.routes import check_method, check_pattern
 
 LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
@@ -344,7 +345,7 @@ class MerchantServices(Aggregate):
 
     @staticmethod
     def create_id(merchant: str) -> UUID:
-        return uuid5(SERVICE_NAMESPACE, f"merchant/{merchant}")
+        return services_index_id(str(merchant_id(merchant)))
 
     @event(Started)
     def __init__(self, merchant: str) -> None:
@@ -376,6 +377,11 @@ class Delivery(Aggregate):
     @event(Committed)
     def __init__(self, payment_key: str, service_id: str, route_id: str) -> None:
         self.payment_key, self.service_id, self.route_id = payment_key, service_id, route_id
+
+
+def services_index_id(merchant_uuid: str) -> UUID:
+    """The id of a merchant's service list, from the merchant's id (what the console knows a merchant by)."""
+    return uuid5(SERVICE_NAMESPACE, f"merchant-services/{merchant_uuid}")
 
 
 def delivery_id(payment_key: str) -> UUID:

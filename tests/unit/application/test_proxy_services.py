@@ -181,3 +181,18 @@ def test_a_retried_create_with_the_same_token_is_the_same_service(directory):
     again = app.create_service("a", "W", token="req-1")
     assert first.id == again.id and len(app.list_services("a")) == 1
     assert isinstance(again, ProxyService)
+
+
+def test_the_console_asks_how_many_services_use_a_domain(directory):
+    from domain.merchant import merchant_id
+
+    directory.verify("a", "weather.com", "climate.org")
+    app = services(directory)
+    app.create_service("a", "W", "weather.com")
+    doomed = app.create_service("a", "W2", "weather.com", subdomain="api")
+    acme = str(merchant_id("a"))
+    assert app.services_on_domain(acme, "weather.com") == 2
+    assert app.services_on_domain(acme, "climate.org") == 0
+    assert app.services_on_domain(str(merchant_id("b")), "weather.com") == 0
+    app.delete_service("a", str(doomed.id))
+    assert app.services_on_domain(acme, "weather.com") == 1
