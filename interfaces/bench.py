@@ -35,16 +35,32 @@ from interfaces.exact_client import build_exact_payment, to_base64
 from interfaces.signers import read_keypair
 
 
+def _at_least(minimum: int):
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {raw!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--base-url", required=True, help="the Paywarden API, e.g. http://127.0.0.1:8402")
-    p.add_argument("--api-key", required=True, help="a merchant key (raise its limit: merchant set-rate-limit)")
-    p.add_argument("--rpc-url", required=True, help="the chain's JSON-RPC endpoint (the localnet, for its faucet)")
-    p.add_argument("--payer-keypair", required=True, type=Path, help="Solana CLI keypair file of the paying wallet")
-    p.add_argument("--op", choices=("verify", "settle"), default="verify")
-    p.add_argument("--concurrency", type=int, default=32, help="concurrent clients (default 32)")
-    p.add_argument("--requests", type=int, default=1000, help="payments to send (default 1000)")
-    p.add_argument("--warmup", type=int, default=0, help="payments sent first and not counted (default 0)")
-    p.add_argument("--amount", type=int, default=1000, help="atomic USDC units per payment (default 1000)")
+    p.add_argument("--up", type=Path, metavar="FILE",
+                   help="the JSON line `paywarden up --json` printed, saved in FILE: gives --base-url, --api-key, "
+                        "--rpc-url and --payer-keypair (each option still overrides it)")
+    p.add_argument("--base-url", help="the Paywarden API, e.g. http://127.0.0.1:8402")
+    p.add_argument("--api-key", help="a merchant key (raise its limit first: paywarden merchant set-rate-limit)")
+    p.add_argument("--rpc-url", help="the chain's JSON-RPC endpoint (the localnet, for its faucet)")
+    p.add_argument("--payer-keypair", type=Path, help="Solana CLI keypair file of the paying wallet")
+    p.add_argument("--op", choices=("verify", "settle"), default="verify", help="the call to measure (default verify)")
+    p.add_argument("--concurrency", type=_at_least(1), default=32, help="concurrent clients (default 32)")
+    p.add_argument("--requests", type=_at_least(1), default=1000, help="payments to send (default 1000)")
+    p.add_argument("--warmup", type=_at_least(0), default=0, help="payments sent first and not counted (default 0)")
+    p.add_argument("--amount", type=_at_least(1), default=1000, help="atomic USDC units per payment (default 1000)")
     p.add_argument("--pay-to", help="recipient address whose USDC account exists (default: a fresh funded wallet)")
     p.add_argument("--no-faucet", action="store_true", help="the payer is funded already; do not call /faucet")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds")
@@ -268,22 +284,59 @@ class _Null:
         pass
 
 
+class BenchError(Exception):
+    """The benchmark cannot start: one line saying why (an unreachable URL, a missing option)."""
+
+
+def _from_up(args: argparse.Namespace) -> None:
+    """Fill the options `--up FILE` gives (options given explicitly win)."""
+    if args.up is not None:
+        try:
+            info = json.loads(args.up.read_text())
+        except (OSError, ValueError) as bad:
+            raise BenchError(f"--up {args.up}: not the JSON line of `paywarden up --json` ({bad})") from None
+        args.base_url = args.base_url or info.get("base_url")
+        args.api_key = args.api_key or info.get("api_key")
+        args.rpc_url = args.rpc_url or info.get("rpc_url")
+        if args.payer_keypair is None and info.get("payer_keypair_path"):
+            args.payer_keypair = Path(info["payer_keypair_path"])
+    missing = [option for option, value in (("--base-url", args.base_url), ("--api-key", args.api_key),
+                                            ("--rpc-url", args.rpc_url), ("--payer-keypair", args.payer_keypair))
+               if not value]
+    if missing:
+        raise BenchError(f"missing {', '.join(missing)} (or --up FILE, the output of `paywarden up --json`)")
+
+
 def run(args: argparse.Namespace) -> int:
-    payer = read_keypair(args.payer_keypair)
-    status, supported = Api(args.base_url, args.api_key, args.timeout).request("GET", "/supported")
-    if status != 200 or not supported.get("kinds"):
-        print(f"paywarden bench: GET /supported answered {status} {supported}", file=sys.stderr)
+    try:
+        return _run(args)
+    except BenchError as refused:
+        print(f"paywarden bench: {refused}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    _from_up(args)
+    payer = read_keypair(args.payer_keypair)
+    try:
+        status, supported = Api(args.base_url, args.api_key, args.timeout).request("GET", "/supported")
+    except (OSError, http.client.HTTPException, ValueError) as down:
+        raise BenchError(f"cannot reach the Paywarden API at --base-url {args.base_url}: {_reason(down)}") from None
+    if status != 200 or not isinstance(supported, dict) or not supported.get("kinds"):
+        raise BenchError(f"GET {args.base_url}/supported answered {status} {str(supported)[:200]}")
     kind = supported["kinds"][0]
     network, fee_payer = kind["network"], kind["extra"]["feePayer"]
     total = args.requests + args.warmup
     pay_to = args.pay_to
-    if pay_to is None:
-        pay_to = str(Keypair().pubkey())
-        faucet(args.rpc_url, pay_to, usdc_atomic=1)  # creates payTo's USDC account
-    if not args.no_faucet:
-        faucet(args.rpc_url, str(payer.pubkey()), usdc_atomic=args.amount * total, sol="1")
-    blockhash = Hash.from_string(rpc(args.rpc_url, "getLatestBlockhash")["value"]["blockhash"])
+    try:
+        if pay_to is None:
+            pay_to = str(Keypair().pubkey())
+            faucet(args.rpc_url, pay_to, usdc_atomic=1)  # creates payTo's USDC account
+        if not args.no_faucet:
+            faucet(args.rpc_url, str(payer.pubkey()), usdc_atomic=args.amount * total, sol="1")
+        blockhash = Hash.from_string(rpc(args.rpc_url, "getLatestBlockhash")["value"]["blockhash"])
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as down:
+        raise BenchError(f"cannot use the chain at --rpc-url {args.rpc_url}: {_reason(down)}") from None
     started = time.perf_counter()
     bodies = sign_payments(payer, total, fee_payer=fee_payer, network=network, pay_to=pay_to,
                            amount=args.amount, blockhash=blockhash)
@@ -300,3 +353,9 @@ def run(args: argparse.Namespace) -> int:
     if any(answer.startswith("429") for answer in report.answers):
         print("hint: raise the key's limit: paywarden merchant set-rate-limit NAME --per-minute N", file=sys.stderr)
     return 0 if set(report.answers) == {report.expected} else 1
+
+
+def _reason(failure: BaseException) -> str:
+    reason = getattr(failure, "reason", None)  # urllib's URLError wraps the socket error
+    text = " ".join(str(reason if reason is not None else failure).split())[:200]
+    return f"{type(failure).__name__}: {text}" if text else type(failure).__name__

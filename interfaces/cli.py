@@ -12,7 +12,7 @@ from application.merchants import MerchantError
 from domain.networks import DEVNET, KeyEnv
 from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
-from interfaces.config import ConfigError, load_config
+from interfaces.config import ConfigError, default_data_dir, load_config
 
 
 def _container():
@@ -86,6 +86,8 @@ def capability_enable(args: argparse.Namespace) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     config = load_config()
+    args.bind = args.bind or config.bind
+    args.workers = args.workers or config.workers
     if args.workers > 1 and config.sandbox and not config.devnet_rpc_url:
         raise ConfigError("the in-process sandbox chain lives in one process: use --workers 1, "
                           "or run `paywarden localnet` and set PAYWARDEN_DEVNET_RPC_URL")
@@ -96,27 +98,57 @@ def serve(args: argparse.Namespace) -> int:
     from interfaces.observability import configure_logging
 
     preflight(config)  # an unreachable database or Redis stops here, with exit status 2
+    _check_webhook_settings(config)
+    _check_bind(args.bind, "the API", "--bind")
+    if args.proxy_bind:
+        _check_bind(args.proxy_bind, "the proxy", "--proxy-bind")
     configure_logging()  # the supervisor's lines too are JSON on stderr
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers))
-    argv = [sys.executable, "-m", "gunicorn", "--config", "python:interfaces.gunicorn_conf",
-            "interfaces.wsgi:application"]
+    argv = [sys.executable, "-m", "interfaces.entry", "gunicorn", "--config", "python:interfaces.gunicorn_conf",
+            "interfaces.wsgi:application"]  # interfaces.entry: Ctrl-C while gunicorn boots prints no traceback
     # The proxy is its own gunicorn on its own listener (interfaces/http/proxy/wsgi.py), beside the API.
-    proxy = [("env", f"PAYWARDEN_BIND={args.proxy_bind}", sys.executable, "-m", "gunicorn", "--config",
-              "python:interfaces.gunicorn_conf", "interfaces.http.proxy.wsgi:application")] if args.proxy_bind else []
+    proxy = [("env", f"PAYWARDEN_BIND={args.proxy_bind}", sys.executable, "-m", "interfaces.entry", "gunicorn",
+              "--config", "python:interfaces.gunicorn_conf", "interfaces.http.proxy.wsgi:application")
+             ] if args.proxy_bind else []
     if args.no_projections and not proxy:  # the operator runs `paywarden project` on its own
         os.execvp(sys.executable, argv)
     from interfaces.supervisor import supervise
 
     if args.no_projections:
         return supervise(argv, None, also=proxy)
-    return supervise(argv, [sys.executable, "-m", "interfaces.cli", "project", "--exit-with-parent"],
-                     [sys.executable, "-m", "interfaces.cli", "webhooks", "--exit-with-parent"], also=proxy)
+    return supervise(argv, [sys.executable, "-m", "interfaces.entry", "interfaces.cli", "project",
+                            "--exit-with-parent"],
+                     [sys.executable, "-m", "interfaces.entry", "interfaces.cli", "webhooks", "--exit-with-parent"],
+                     also=proxy)
+
+
+def _check_webhook_settings(config) -> None:
+    """The webhook worker's settings and PAYWARDEN_SECRET_KEY, read before anything starts (the worker would
+    otherwise refuse them only once running)."""
+    from interfaces.adapters.secret_box import build_secret_box
+    from interfaces.webhook_worker import load_settings
+
+    load_settings()
+    build_secret_box(config)
+
+
+def _check_bind(bind: str, what: str, option: str) -> None:
+    from interfaces.up import bind_error, port_error
+
+    host, _, port = bind.rpartition(":")
+    if host and port.isdigit():
+        busy = bind_error(host.strip("[]"), int(port))
+        if busy is not None:
+            raise port_error(host, int(port), what, option, busy)
 
 
 def project(args: argparse.Namespace) -> int:
     from interfaces import workers
     from interfaces.observability import configure_logging
 
+    unknown = [name for name in args.names if name not in workers.PROJECTIONS]
+    if unknown:
+        raise ConfigError(f"no projection named {', '.join(unknown)}; known: {', '.join(workers.PROJECTIONS)}")
     configure_logging()
     stop = threading.Event()
     if args.exit_with_parent:
@@ -128,21 +160,33 @@ def project(args: argparse.Namespace) -> int:
                     stop.set()
 
         threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-    workers.run(_container(), args.names, stop)
+    try:
+        workers.run(_container(), args.names, stop)
+    except ValueError as unavailable:  # a read model this configuration has not (result_cache without Redis)
+        raise ConfigError(str(unavailable)) from None
     return 0
 
 
 def up(args: argparse.Namespace) -> int:
     from interfaces.up import run
 
-    return run(args)
+    code = run(args)
+    # Every child is stopped and reaped and every server shut down: skip the interpreter's teardown (LiteSVM,
+    # threads), which under load adds most of a second to Ctrl-C.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def localnet(args: argparse.Namespace) -> int:
     from interfaces.localnet import serve_localnet
+    from interfaces.up import port_error
 
-    serve_localnet(args.host, args.port, on_ready=lambda server: print(f"localnet listening on {server.url}",
-                                                                       flush=True))
+    try:
+        serve_localnet(args.host, args.port, on_ready=lambda server: print(f"localnet listening on {server.url}",
+                                                                           flush=True))
+    except OSError as busy:
+        raise port_error(args.host, args.port, "the localnet", "--port", busy) from None
     return 0
 
 
@@ -168,42 +212,45 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="paywarden", description="x402 exact payments in USDC on Solana")
+    p = argparse.ArgumentParser(prog="paywarden", description="x402 exact payments in USDC on Solana",
+                                epilog=_store_note(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                   help="print the version and exit")
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     merchant = commands.add_parser("merchant", help="merchant accounts").add_subparsers(dest="action", required=True)
     create = merchant.add_parser("create", help="register a merchant (devnet USDC enabled)")
-    create.add_argument("name")
+    create.add_argument("name", help="the merchant's name (unique)")
     create.add_argument("--no-devnet", action="store_true", help="do not enable devnet USDC")
     create.set_defaults(func=merchant_create)
     rate = merchant.add_parser("set-rate-limit", help="override one merchant's per-key rate limit")
-    rate.add_argument("name")
-    rate.add_argument("--per-minute", type=int, required=True)
+    rate.add_argument("name", help="the merchant's name")
+    rate.add_argument("--per-minute", type=int, required=True, help="requests per minute per key")
     rate.set_defaults(func=merchant_rate_limit)
     discovery = merchant.add_parser("discovery", help="turn discovery listing on or off")
-    discovery.add_argument("name")
-    discovery.add_argument("state", choices=("on", "off"))
+    discovery.add_argument("name", help="the merchant's name")
+    discovery.add_argument("state", choices=("on", "off"), help="on: its paid resources are listed; off: frozen")
     discovery.set_defaults(func=merchant_discovery)
 
     key = commands.add_parser("key", help="API keys").add_subparsers(dest="action", required=True)
     kc = key.add_parser("create", help="issue an API key (printed once)")
-    kc.add_argument("--merchant", required=True)
-    kc.add_argument("--env", choices=("test", "live"), required=True)
+    kc.add_argument("--merchant", required=True, help="the merchant's name")
+    kc.add_argument("--env", choices=("test", "live"), required=True, help="test (devnet) or live (mainnet)")
     kc.set_defaults(func=key_create)
     kr = key.add_parser("revoke", help="revoke an API key by its prefix (pw_test_XXXXXXXX)")
-    kr.add_argument("prefix")
+    kr.add_argument("prefix", help="the key's prefix, pw_test_XXXXXXXX or pw_live_XXXXXXXX")
     kr.set_defaults(func=key_revoke)
 
     capability = commands.add_parser("capability", help="capabilities").add_subparsers(dest="action", required=True)
     ce = capability.add_parser("enable", help="enable exact payments on a network (and asset) for a merchant")
-    ce.add_argument("--merchant", required=True)
+    ce.add_argument("--merchant", required=True, help="the merchant's name")
     ce.add_argument("--network", required=True, help="CAIP-2 id, e.g. " + DEVNET.caip2)
     ce.add_argument("--asset", help="token mint (default: the network's USDC)")
     ce.set_defaults(func=capability_enable)
 
     s = commands.add_parser("serve", help="run the API under gunicorn with gevent workers")
-    s.add_argument("--bind", default="127.0.0.1:8402", help="HOST:PORT (default 127.0.0.1:8402)")
-    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--bind", help="HOST:PORT (default PAYWARDEN_BIND, else 127.0.0.1:8402)")
+    s.add_argument("--workers", type=int, help="gunicorn worker processes (default PAYWARDEN_WORKERS, else 1)")
     s.add_argument("--proxy-bind", help="also run the transparent proxy on HOST:PORT (e.g. 127.0.0.1:8405)")
     s.add_argument("--no-projections", action="store_true",
                    help="do not start the projection and webhook workers (run `paywarden project` and "
@@ -222,12 +269,12 @@ def parser() -> argparse.ArgumentParser:
     u.set_defaults(func=up)
 
     ln = commands.add_parser("localnet", help="run the sandbox chain alone (Solana JSON-RPC over LiteSVM)")
-    ln.add_argument("--host", default="127.0.0.1")
-    ln.add_argument("--port", type=int, default=8899)
+    ln.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    ln.add_argument("--port", type=int, default=8899, help="JSON-RPC port (default 8899)")
     ln.set_defaults(func=localnet)
 
     fc = commands.add_parser("faucet", help="fund a wallet on the sandbox chain with SOL and test USDC")
-    fc.add_argument("address")
+    fc.add_argument("address", help="the wallet to fund (base58)")
     fc.add_argument("--usdc", default="10", help="test USDC to mint (decimal, default 10)")
     fc.add_argument("--sol", default="1", help="SOL to airdrop (decimal, default 1)")
     fc.add_argument("--rpc-url", help="the localnet (default PAYWARDEN_DEVNET_RPC_URL or http://127.0.0.1:8899)")
@@ -246,16 +293,51 @@ def parser() -> argparse.ArgumentParser:
     b = commands.add_parser("bench", help="load-test a running Paywarden with real signed payments")
     add_arguments(b)
     b.set_defaults(func=bench)
+    _note_store_in_help(commands, skip={"localnet", "faucet", "bench"})
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
+        return version("paywarden")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _store_note() -> str:
+    """Which store the commands open, absolute: it does not depend on the working directory."""
+    url = os.environ.get("PAYWARDEN_DATABASE_URL", "").strip()
+    if url.startswith(("postgresql://", "postgres://")):
+        return "store: the PostgreSQL database of PAYWARDEN_DATABASE_URL"
+    return f"data directory: {default_data_dir()} (set PAYWARDEN_DATA_DIR to use another)"
+
+
+def _note_store_in_help(commands: argparse._SubParsersAction, skip: set[str]) -> None:
+    """Every command that opens the store names it (absolute) at the end of its --help."""
+    for name, sub in commands.choices.items():
+        if name in skip:
+            continue
+        sub.epilog = _store_note()
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter  # the path on one line, never wrapped
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _note_store_in_help(action, skip=set())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
         return args.func(args)
-    except (ConfigError, MerchantError, WebhookError, ProxyServiceError) as refused:
+    except (ConfigError, WebhookError, ProxyServiceError) as refused:
         print(f"paywarden: {refused}", file=sys.stderr)
         return 2
+    except MerchantError as refused:  # "no merchant named ...": say which store was asked
+        print(f"paywarden: {refused} ({_store_note()})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C in a command that does not handle it: no traceback
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,7 +1,14 @@
-"""Configuration from the environment: every variable is prefixed `PAYWARDEN_`; a bad value stops start-up."""
+"""Configuration from the environment: every variable is prefixed `PAYWARDEN_`; a bad value stops start-up.
+
+Every variable of README.md's table is read and checked here, so one bad value stops any command at once with one
+line naming the variable (tests/unit/interfaces/test_config_table.py holds one bad value per row of the table).
+Paths come out absolute: a script started in another working directory can open them.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +43,9 @@ class Config:
     lock_margin_seconds: float = 30.0
     fee_payer_min_lamports: int = 10_000_000  # below it on any served network, /readyz answers 503
     proxy_url: str = ""  # the proxy's public address, for gateway URLs; empty: from each request's Host
+    log_level: str = "info"
+    bind: str = "127.0.0.1:8402"  # `paywarden serve`'s default --bind
+    workers: int = 1  # `paywarden serve`'s default --workers
 
     @property
     def sandbox(self) -> bool:
@@ -81,27 +91,104 @@ def _rate(env: Mapping[str, str], name: str, default: str) -> str:
     return raw
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """`$PAYWARDEN_DATA_DIR`, else `$XDG_DATA_HOME/paywarden`, else `~/.local/share/paywarden`: one store
+    whatever the working directory. Always absolute."""
+    env = os.environ if env is None else env
+    explicit = env.get("PAYWARDEN_DATA_DIR", "").strip()
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    xdg = env.get("XDG_DATA_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".local" / "share"
+    return (base / "paywarden").absolute()
+
+
+def _data_dir(env: Mapping[str, str]) -> Path:
+    path = default_data_dir(env)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"PAYWARDEN_DATA_DIR must name a directory, and {path} is a file")
+    return path
+
+
+def _database_url(env: Mapping[str, str]) -> str:
+    url = _url(env, "PAYWARDEN_DATABASE_URL", ("postgresql", "postgres", "sqlite"))
+    if url.startswith("sqlite://") and url != "sqlite://":  # sqlite:///DIR: made absolute like every path
+        return "sqlite://" + str(Path(url.removeprefix("sqlite://")).expanduser().absolute())
+    return url
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = env.get(name, "").strip().lower() or default
+    if raw not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
+def _networks(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    values = tuple(p.strip() for p in env.get(name, "").split(",") if p.strip())
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ConfigError(f"{name} must list IP addresses or CIDRs separated by commas, got {value!r}") from None
+    return values
+
+
+def _bind(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = env.get(name, "").strip() or default
+    if raw.startswith("unix:") and len(raw) > len("unix:"):
+        return raw
+    host, _, port = raw.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{name} must read like 127.0.0.1:8402 (HOST:PORT) or unix:PATH, got {raw!r}")
+    return raw
+
+
+def _keypair_paths(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
+    paths = tuple(Path(p.strip()).expanduser().absolute() for p in env.get(name, "").split(",") if p.strip())
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"{name} names {path}, which is not a readable file")
+    return paths
+
+
+def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    from solders.keypair import Keypair
+
+    secrets = tuple(k.strip() for k in env.get(name, "").split(";") if k.strip())
+    for secret in secrets:
+        try:
+            if secret.startswith("["):
+                Keypair.from_bytes(bytes(json.loads(secret)))
+            else:
+                Keypair.from_base58_string(secret)
+        except (ValueError, TypeError):
+            raise ConfigError(f"{name} holds a value that is not a Solana keypair "
+                              "(a JSON list of 64 numbers or base58)") from None
+    return secrets
+
+
 def load_config(env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     mode = env.get("PAYWARDEN_MODE", "sandbox").strip() or "sandbox"
     if mode not in ("sandbox", "production"):
         raise ConfigError(f"PAYWARDEN_MODE must be sandbox or production, got {mode!r}")
-    keypairs = tuple(Path(p.strip()) for p in env.get("PAYWARDEN_FEE_PAYER_KEYPAIRS", "").split(",") if p.strip())
-    for path in keypairs:
-        if not path.is_file():
-            raise ConfigError(f"PAYWARDEN_FEE_PAYER_KEYPAIRS names {path}, which is not a readable file")
+    keypairs = _keypair_paths(env, "PAYWARDEN_FEE_PAYER_KEYPAIRS")
     if mode == "production" and not keypairs and not env.get("PAYWARDEN_FEE_PAYER_KEYS", "").strip():
         raise ConfigError("PAYWARDEN_FEE_PAYER_KEYPAIRS (or PAYWARDEN_FEE_PAYER_KEYS) is required in production")
     budget = _int(env, "PAYWARDEN_CONFIRMATION_BUDGET_MS", 15_000, minimum=0) / 1000
     return Config(
         mode=mode,
-        data_dir=Path(env.get("PAYWARDEN_DATA_DIR", "").strip() or "var"),
-        database_url=_url(env, "PAYWARDEN_DATABASE_URL", ("postgresql", "postgres", "sqlite")),
+        data_dir=_data_dir(env),
+        database_url=_database_url(env),
         redis_url=_url(env, "PAYWARDEN_REDIS_URL", ("redis", "rediss", "unix")),
         devnet_rpc_url=_url(env, "PAYWARDEN_DEVNET_RPC_URL", ("http", "https")),
         mainnet_rpc_url=_url(env, "PAYWARDEN_MAINNET_RPC_URL", ("http", "https")),
         fee_payer_keypairs=keypairs,
-        fee_payer_keys=tuple(k.strip() for k in env.get("PAYWARDEN_FEE_PAYER_KEYS", "").split(";") if k.strip()),
+        fee_payer_keys=_secrets(env, "PAYWARDEN_FEE_PAYER_KEYS"),
         anonymous=_bool(env, "PAYWARDEN_ANONYMOUS", mode == "sandbox"),
         limits=ExactLimits(
             max_compute_unit_limit=_int(env, "PAYWARDEN_MAX_COMPUTE_UNIT_LIMIT", 400_000, minimum=1),
@@ -110,12 +197,15 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         confirmation_budget_seconds=budget,
         rate_limit_per_key=_rate(env, "PAYWARDEN_RATE_LIMIT_PER_KEY", "100/minute"),
         rate_limit_per_ip=_rate(env, "PAYWARDEN_RATE_LIMIT_PER_IP", "60/minute"),
-        trusted_proxies=tuple(p.strip() for p in env.get("PAYWARDEN_TRUSTED_PROXIES", "").split(",") if p.strip()),
+        trusted_proxies=_networks(env, "PAYWARDEN_TRUSTED_PROXIES"),
         discovery_public_only=_bool(env, "PAYWARDEN_DISCOVERY_PUBLIC_ONLY", mode == "production"),
         database_pool_max=_int(env, "PAYWARDEN_DATABASE_POOL_MAX", 10, minimum=2),
         database_timeout_seconds=_int(env, "PAYWARDEN_DATABASE_TIMEOUT_SECONDS", 2, minimum=1),
         lock_margin_seconds=_int(env, "PAYWARDEN_LOCK_MARGIN_MS", 30_000, minimum=100) / 1000,
         fee_payer_min_lamports=_int(env, "PAYWARDEN_FEE_PAYER_MIN_LAMPORTS", 10_000_000),
         proxy_url=_url(env, "PAYWARDEN_PROXY_URL", ("http", "https")),
+        log_level=_choice(env, "PAYWARDEN_LOG_LEVEL", "info", LOG_LEVELS),
+        bind=_bind(env, "PAYWARDEN_BIND", "127.0.0.1:8402"),
+        workers=_int(env, "PAYWARDEN_WORKERS", 1, minimum=1),
     )
 

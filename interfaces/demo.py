@@ -2,6 +2,10 @@
 
 It follows SPEC.md's four steps: answer 402 with `PAYMENT-REQUIRED`, parse `PAYMENT-SIGNATURE`, call the
 facilitator's /settle, deliver with `PAYMENT-RESPONSE`. About sixty lines a merchant could write in any language.
+
+Its 402 carries `extensions.bazaar` (what the resource is, for the discovery catalog): the x402 client copies it
+into its payment, so once a payment settles the weather API is listed in `GET /discovery/resources`. Only
+payments carrying `extensions.bazaar` are listed (docs/discovery.md).
 """
 
 from __future__ import annotations
@@ -14,6 +18,12 @@ import falcon
 import httpx
 
 PRICE = "10000"  # 0.01 USDC in atomic units
+BAZAAR = {"info": {
+    "type": "http", "method": "GET", "title": "Weather (Paywarden demo)", "description": "Today's weather",
+    "tags": ["demo", "weather"],
+    "output": {"type": "application/json", "schema": {"type": "object", "properties": {
+        "city": {"type": "string"}, "forecast": {"type": "string"}, "temperature_c": {"type": "number"}}}},
+}}
 
 
 def _b64(data: dict[str, Any]) -> str:
@@ -54,7 +64,7 @@ class WeatherResource:
     def _require(self, req: falcon.Request, resp: falcon.Response, requirements: dict, error: str) -> None:
         required = {"x402Version": 2, "error": error,
                     "resource": {"url": req.url, "description": "Today's weather", "mimeType": "application/json"},
-                    "accepts": [requirements]}
+                    "accepts": [requirements], "extensions": {"bazaar": BAZAAR}}
         resp.status = falcon.HTTP_402
         resp.set_header("PAYMENT-REQUIRED", _b64(required))
         resp.media = required

@@ -2,6 +2,7 @@
 
 import os
 
+from interfaces.config import default_data_dir
 from interfaces.observability import MULTIPROC_ENV, logging_config, mark_worker_dead, metrics_dir, prepare_metrics_dir
 
 bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
@@ -13,13 +14,13 @@ graceful_timeout = 10
 keepalive = 5
 accesslog = None
 errorlog = "-"
-loglevel = os.environ.get("PAYWARDEN_LOG_LEVEL", "info")
+loglevel = os.environ.get("PAYWARDEN_LOG_LEVEL", "").strip().lower() or "info"  # checked by load_config
 # gunicorn's control socket defaults to one path per user: two servers on one host would fight over it.
 control_socket_disable = True
 # One JSON object per line on stderr, gunicorn's own messages included (interfaces/observability.py).
 logconfig_dict = logging_config(loglevel)
 # Prometheus multiprocess mode: each worker writes its metrics in this directory, and /metrics sums them.
-os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(os.environ.get("PAYWARDEN_DATA_DIR", "").strip() or "var", bind)))
+os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), bind)))
 
 
 def on_starting(server):

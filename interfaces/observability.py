@@ -88,7 +88,7 @@ def logging_config(level: str = "info") -> dict[str, Any]:
 
 
 def configure_logging(level: str | None = None) -> None:
-    logging.config.dictConfig(logging_config(level or os.environ.get("PAYWARDEN_LOG_LEVEL", "info")))
+    logging.config.dictConfig(logging_config(level or os.environ.get("PAYWARDEN_LOG_LEVEL", "").strip() or "info"))
 
 
 # -- Prometheus multiprocess mode -------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def supervise(server_argv: Sequence[str], worker_argv: Sequence[str] | None, *mo
             if not stopping:
                 for worker in workers:
                     worker.watch()
-            wake.wait(poll_seconds)
+            wake.wait(0.05 if stopping else poll_seconds)
             wake.clear()
     finally:
         for worker in workers:

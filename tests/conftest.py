@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,14 @@ from interfaces.http.app import create_app
 from tests.logcapture import no_api_key_in_logs, pytest_configure, pytest_sessionfinish  # noqa: F401
 
 USDC = 1_000_000
+
+
+@pytest.fixture(autouse=True, scope="session")
+def data_dir_never_in_home(tmp_path_factory):
+    """Without PAYWARDEN_DATA_DIR the commands use ~/.local/share/paywarden: the suite (and every process it
+    starts, which inherits the environment) must never touch a real home, so the session gets its own."""
+    if not os.environ.get("PAYWARDEN_DATA_DIR"):
+        os.environ["PAYWARDEN_DATA_DIR"] = str(tmp_path_factory.mktemp("paywarden-data"))
 
 
 @dataclass

@@ -1,0 +1,176 @@
+"""`paywarden up` as a process: ports in use name their option, SIGINT and SIGTERM stop everything within 3 s at
+any moment (no descendant survives, not even as a zombie), and against an external chain (`paywarden localnet`
+through PAYWARDEN_DEVNET_RPC_URL) the example merchant's USDC account exists, so the demo can be paid."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import requests
+from solders.keypair import Keypair
+
+from domain.exact import associated_token_address
+from domain.networks import Programs
+from tests.e2e.conftest import ROOT, free_port
+
+pytestmark = pytest.mark.slow
+PAYWARDEN = Path(sys.executable).parent / "paywarden"  # the console script, as a newcomer runs it
+
+
+def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
+    env.update(PAYWARDEN_DATA_DIR=str(data_dir), **extra)
+    return env
+
+
+def start_up(env: dict[str, str], *extra: str) -> subprocess.Popen:
+    argv = [str(PAYWARDEN), "up", "--json", "--port", str(free_port()), "--rpc-port",
+            str(free_port()), "--demo-port", str(free_port()), *extra]
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found[int(entry)] = (int(fields[1]), fields[0])
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    table, found, grew = processes(), {pid}, True
+    while grew:
+        grew = False
+        for child, (parent, _) in table.items():
+            if parent in found and child not in found:
+                found.add(child)
+                grew = True
+    return found - {pid}
+
+
+def carrying(marker: str) -> set[int]:
+    """Processes whose environment holds the marker: every descendant of `up`, whenever it was started."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                    found.add(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def wait_for_line(stream, needle: str, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        if needle in line:
+            return line
+    pytest.fail(f"no line with {needle!r}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("moment", ["importing", "starting", "gunicorn-booting", "ready"])
+def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path, sig, moment):
+    marker = f"PAYWARDEN_STOP_TEST={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    process = start_up(up_env(tmp_path, **{name: value}), "--demo")
+    try:
+        if moment == "importing":
+            time.sleep(0.3)
+        elif moment == "starting":
+            time.sleep(1.5)
+        elif moment == "gunicorn-booting":
+            wait_for_line(process.stderr, "Starting gunicorn")
+        else:
+            assert json.loads(process.stdout.readline())["demo_url"]
+        family = descendants(process.pid)
+        sent = time.monotonic()
+        process.send_signal(sig)
+        code = process.wait(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+    err = process.stderr.read()
+    assert took < 3.0, f"stopped {took:.2f} s after {sig.name}"
+    # 0 once `up` handles the signal; 130 (main) or killed by it (default action) while Python still imports.
+    assert code in (0, 130, -sig) and "Traceback" not in err, err[-2000:]
+    time.sleep(0.1)
+    left = {pid: processes().get(pid) for pid in family | carrying(marker)}
+    assert not {pid: state for pid, state in left.items() if state is not None}, "processes survived"
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+@pytest.mark.parametrize("option", ["--port", "--rpc-port", "--demo-port"])
+def test_a_port_in_use_names_the_option_to_change(tmp_path, busy_port, option):
+    process = start_up(up_env(tmp_path), "--demo", option, str(busy_port))
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 2 and out == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"127.0.0.1:{busy_port}" in err and "already in use" in err and f"choose another {option}" in err
+
+
+@pytest.fixture
+def localnet() -> Iterator[str]:
+    """`paywarden localnet`, the external chain."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "interfaces.cli", "localnet", "--port", str(port)], cwd=ROOT,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(process.stdout, "localnet listening")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+
+
+def test_up_against_an_external_chain_creates_the_demo_merchants_usdc_account(tmp_path, localnet):
+    from x402 import x402ClientSync
+    from x402.http.clients import wrapRequestsWithPayment
+    from x402.mechanisms.svm.exact import ExactSvmScheme
+    from x402.mechanisms.svm.signers import KeypairSigner
+
+    process = start_up(up_env(tmp_path, PAYWARDEN_DEVNET_RPC_URL=localnet), "--demo")
+    try:
+        info = json.loads(process.stdout.readline())
+        assert info["rpc_url"] == localnet
+        account = associated_token_address(info["pay_to"], info["usdc_mint"], Programs.TOKEN)
+        answer = httpx.post(localnet, json={"jsonrpc": "2.0", "id": 1, "method": "getTokenAccountBalance",
+                                            "params": [account]}).json()
+        assert answer["result"]["value"]["amount"] == "0", answer
+
+        payer = Keypair.from_bytes(bytes(json.loads(Path(info["payer_keypair_path"]).read_text())))
+        client = x402ClientSync()
+        client.register("solana:*", ExactSvmScheme(KeypairSigner(payer), rpc_url=localnet))
+        paid = wrapRequestsWithPayment(requests.Session(), client).get(info["demo_url"], timeout=60)
+        assert paid.status_code == 200 and paid.json()["forecast"] == "sunny", paid.text
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
