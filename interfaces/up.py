@@ -42,8 +42,9 @@ STOP_SECONDS = 1.5  # SIGINT, then SIGKILL to what is left of the API's process 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Stopped(Exception):  # noqa: N818 - a signal, not an error
-    """SIGINT or SIGTERM arrived: unwind whatever `up` was doing, then stop the children."""
+class Stopped(BaseException):  # noqa: N818 - a signal, not an error
+    """SIGINT or SIGTERM arrived: unwind whatever `up` was doing, then stop the children. A BaseException, as
+    KeyboardInterrupt is, so that no library's `except Exception` swallows it."""
 
 
 class _Signals:
@@ -52,9 +53,11 @@ class _Signals:
 
     holding = False
     pending: int | None = None
+    received: int | None = None  # also checked by the main loop, should anything swallow Stopped anyway
 
     @classmethod
     def handler(cls, signum: int, _frame: object) -> None:
+        cls.received = signum
         if cls.holding:
             cls.pending = signum
             return
@@ -77,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = load_config()
     _become_subreaper()
-    _Signals.holding, _Signals.pending = False, None
+    _Signals.holding, _Signals.pending, _Signals.received = False, None, None
     previous = {sig: signal.signal(sig, _Signals.handler) for sig in STOP_SIGNALS}
     servers: list[Any] = []
     children: list[subprocess.Popen] = []
@@ -126,11 +129,12 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
         info["demo_url"] = _demo(args, base_url, api_key, pay_to, servers) + "/weather"
         info["demo_proxy_url"] = _demo_proxy(config, args, proxy_url, pay_to, servers, children[0])
     _announce(info, args.json)
-    while True:
+    while _Signals.received is None:
         if any(child.poll() is not None for child in children):
             print("paywarden up: the API process exited; stopping", file=sys.stderr)
             return 1
-        time.sleep(0.5)  # a signal raises Stopped here
+        time.sleep(0.1)  # a signal raises Stopped here
+    return 0
 
 
 def _become_subreaper() -> None:
@@ -293,7 +297,7 @@ def _serve(config: Config, args: argparse.Namespace, rpc_url: str, keypairs: lis
 
 def _wait_ready(base_url: str, api_key: str, child: subprocess.Popen) -> None:
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and _Signals.received is None:
         if child.poll() is not None:
             raise ConfigError(f"the API exited at start-up with status {child.returncode}")
         try:
@@ -303,6 +307,8 @@ def _wait_ready(base_url: str, api_key: str, child: subprocess.Popen) -> None:
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
+    if _Signals.received is not None:
+        raise Stopped(_Signals.received)
     raise ConfigError(f"the API did not answer on {base_url} within 60 s")
 
 

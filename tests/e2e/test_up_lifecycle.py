@@ -77,6 +77,15 @@ def carrying(marker: str) -> set[int]:
     return found
 
 
+def wait_for_library(pid: int, name: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if name in Path(f"/proc/{pid}/maps").read_text():
+            return
+        time.sleep(0.005)
+    pytest.fail(f"{name} never loaded")
+
+
 def wait_for_line(stream, needle: str, timeout: float = 90) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -95,8 +104,8 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
     name, _, value = marker.partition("=")
     process = start_up(up_env(tmp_path, **{name: value}), "--demo")
     try:
-        if moment == "importing":
-            time.sleep(0.3)
+        if moment == "importing":  # past Python's own start-up (site), inside `interfaces.cli`'s imports
+            wait_for_library(process.pid, "_decimal")
         elif moment == "starting":
             time.sleep(1.5)
         elif moment == "gunicorn-booting":
