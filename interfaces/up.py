@@ -7,7 +7,7 @@ address. The `PAYWARDEN_` settings apply (an external PostgreSQL and Redis, for 
 
 Stopping: SIGINT or SIGTERM interrupts whatever `up` is doing (start-up included), sends SIGINT to `paywarden serve`
 (which passes it to gunicorn: its quick stop, a sandbox does not wait for requests in flight, and each request
-records all of its events or none; and stops the projection worker), SIGKILL to what is left of its process group
+records all of its events or none; and stops its other children), SIGKILL to what is left of its process group
 after `STOP_SECONDS`, and reaps every descendant (`up` is a child
 subreaper on Linux, so an orphaned gunicorn master is reaped here, not left a zombie).
 """
