@@ -292,7 +292,11 @@ def _serve(config: Config, args: argparse.Namespace, rpc_url: str, keypairs: lis
     env.setdefault("PAYWARDEN_PROXY_URL", f"http://{args.host}:{args.proxy_port}")
     argv = [sys.executable, "-m", "interfaces.entry", "interfaces.cli", "serve", "--bind", f"{args.host}:{args.port}",
             "--workers", str(args.workers), "--proxy-bind", f"{args.host}:{args.proxy_port}"]
-    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    from interfaces.supervisor import _die_with_parent
+
+    # Its own process group (Ctrl-C reaches `up` only); SIGTERM from the kernel should `up` itself be SIGKILLed.
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=_die_with_parent)  # noqa: PLW1509 - only a prctl call
 
 
 def _wait_ready(base_url: str, api_key: str, child: subprocess.Popen) -> None:

@@ -36,7 +36,8 @@ def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 def start_up(env: dict[str, str], *extra: str) -> subprocess.Popen:
     argv = [str(PAYWARDEN), "up", "--json", "--port", str(free_port()), "--rpc-port",
-            str(free_port()), "--demo-port", str(free_port()), *extra]
+            str(free_port()), "--demo-port", str(free_port()), "--proxy-port", str(free_port()),
+            "--demo-backend-port", str(free_port()), *extra]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -127,6 +128,23 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
     time.sleep(0.1)
     left = {pid: processes().get(pid) for pid in family | carrying(marker)}
     assert not {pid: state for pid, state in left.items() if state is not None}, "processes survived"
+
+
+def test_up_killed_with_sigkill_leaves_no_process_behind(tmp_path):
+    marker = f"PAYWARDEN_STOP_TEST={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    process = start_up(up_env(tmp_path, **{name: value}), "--demo")
+    try:
+        assert json.loads(process.stdout.readline())["demo_url"]
+        family = descendants(process.pid)
+        assert family
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    deadline = time.monotonic() + 20  # the kernel's SIGTERM to `serve`: a graceful stop of the API
+    while time.monotonic() < deadline and carrying(marker):
+        time.sleep(0.1)
+    assert not carrying(marker), "processes survived up's SIGKILL"
 
 
 @pytest.fixture
