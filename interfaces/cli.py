@@ -293,6 +293,10 @@ def parser() -> argparse.ArgumentParser:
     b = commands.add_parser("bench", help="load-test a running Paywarden with real signed payments")
     add_arguments(b)
     b.set_defaults(func=bench)
+
+    from interfaces.cli_audit import add_parser as audit_commands
+
+    audit_commands(commands)
     _note_store_in_help(commands, skip={"localnet", "faucet", "bench"})
     return p
 

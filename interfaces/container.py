@@ -27,6 +27,7 @@ from interfaces.resolver import GetaddrinfoResolver
 from interfaces.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
+from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.runner import catch_up
 from projections.webhooks import SqliteWebhooksView, WebhooksView
 
@@ -130,6 +131,7 @@ class Container:
     webhooks: Any = None  # application.webhooks.Webhooks: merchants' webhook endpoints
     webhooks_view: WebhooksView | None = None  # their read model and the outbox (projections/webhooks.py)
     proxies: ProxyServices | None = None  # the transparent proxy's services and routes
+    payment_list: PaymentListView | None = None  # the payments read model (console, audit, GET /v1/payments)
 
     def refresh_accounts(self) -> int:
         """Bring the accounts view up to date now (the CLI does, so a new key works at once)."""
@@ -155,6 +157,8 @@ class Container:
             self.webhooks_view.datastore.close()
         if self.proxies is not None:
             self.proxies.close()
+        if self.payment_list is not None:
+            self.payment_list.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -187,9 +191,10 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
     proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
                             sandbox=config.sandbox)
+    payment_list = build_view(config, "payment_list", SqlitePaymentListView)
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
                      listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
-                     webhooks_view=webhooks_view, proxies=proxies)
+                     webhooks_view=webhooks_view, proxies=proxies, payment_list=payment_list)
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:

@@ -15,6 +15,7 @@ from typing import Any
 from interfaces.container import Container
 from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
+from projections.payment_list import PaymentListProjection
 from projections.results import ResultCacheProjection
 from projections.runner import catch_up, follow
 
@@ -33,6 +34,8 @@ PROJECTIONS: dict[str, ProjectionSpec] = {
     # Discovery: Listings follows approved payments and records listings; the catalog follows the listings.
     "listings": ProjectionSpec("listings", lambda c: c.payments, lambda listings: listings, lambda c: c.listings),
     "catalog": ProjectionSpec("catalog", lambda c: c.listings, CatalogProjection, lambda c: c.catalog),
+    "payment_list": ProjectionSpec("payment_list", lambda c: c.payments, PaymentListProjection,
+                                   lambda c: c.payment_list),
     # The terminal result cache lives in Redis; without Redis each process caches its own results in memory.
     "result_cache": ProjectionSpec("result_cache", lambda c: c.payments, ResultCacheProjection,
                                    lambda c: _redis_result_cache_view(c), lambda c: c.redis is not None),

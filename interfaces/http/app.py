@@ -12,6 +12,7 @@ from interfaces.http.discovery import DiscoveryResourcesResource
 from interfaces.http.health import HealthzResource, ReadyzResource
 from interfaces.http.metrics import MetricsResource
 from interfaces.http.openapi import OpenApiResource, build_document
+from interfaces.http.payment_history import PaymentResource
 from interfaces.http.payments import SettleResource, SupportedResource, VerifyResource
 from interfaces.http.ratelimit import FailedAuthLimit, RateLimiter, RateLimitMiddleware
 from interfaces.http.requestlog import RequestLogMiddleware
@@ -32,6 +33,7 @@ def create_app(container: Container) -> falcon.App:
         app.add_route(f"{prefix}/verify", verify)
         app.add_route(f"{prefix}/settle", settle)
         app.add_route(f"{prefix}/supported", supported)
+    app.add_route("/v1/payments/{payment_id}", PaymentResource(container.payment_list))
     app.add_route("/discovery/resources", DiscoveryResourcesResource(container.catalog, container.discovery_cache))
     probes = Probes(container)  # operability: no auth, no rate limit
     app.add_route("/healthz", HealthzResource())

@@ -1,0 +1,227 @@
+"""The payments read model: one row per payment (merchant, state, amount, asset, network, payTo, payer, on-chain
+transaction, times) and its event timeline, for the console's payments list, `GET /v1/payments/{id}` and the
+auditor's look-ups by handle.
+
+Events are read generically: the state each payment event leads to is named by its class, and fields are read
+with defaults, so events that gain fields (or new payment events, which only advance the tracking) need no change
+here. It never loads an aggregate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.postgres import PostgresTrackingRecorder
+from eventsourcing.projection import Projection
+from eventsourcing.sqlite import SQLiteTrackingRecorder
+from eventsourcing.utils import get_topic
+
+from domain.payment import Payment
+from projections.sql import SqlView, values
+
+# Each payment event and the state it records (Received creates the row).
+STATES = {
+    Payment.Received: "RECEIVED", Payment.Approved: "APPROVED", Payment.Rejected: "REJECTED",
+    Payment.SettlementSubmitted: "SUBMITTED", Payment.Confirmed: "CONFIRMED", Payment.Failed: "FAILED",
+}
+COLUMNS = ("payment_id", "client_id", "merchant_id", "idempotency_key", "client_signature", "state",
+           "verify_outcome", "amount", "asset", "network", "pay_to", "payer", "transaction_signature", "reason",
+           "received_at", "updated_at", "settled_at")
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True)
+class PaymentRow:
+    payment_id: str
+    client_id: str
+    merchant_id: str | None
+    idempotency_key: str
+    client_signature: str
+    state: str
+    verify_outcome: str | None
+    amount: int
+    asset: str
+    network: str
+    pay_to: str
+    payer: str | None
+    transaction_signature: str | None
+    reason: str | None
+    received_at: str
+    updated_at: str
+    settled_at: str | None
+
+    @classmethod
+    def from_values(cls, row: list[Any]) -> PaymentRow:
+        fields = dict(zip(COLUMNS, row, strict=True))
+        return cls(**{**fields, "amount": int(fields["amount"])})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The wire shape (camelCase, amount as a string of atomic units)."""
+        return {
+            "id": self.payment_id, "state": self.state, "verifyOutcome": self.verify_outcome,
+            "amount": str(self.amount), "asset": self.asset, "network": self.network, "payTo": self.pay_to,
+            "payer": self.payer, "transaction": self.transaction_signature, "reason": self.reason,
+            "idempotencyKey": self.idempotency_key, "receivedAt": self.received_at, "updatedAt": self.updated_at,
+            "settledAt": self.settled_at,
+        }
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    version: int
+    type: str
+    recorded_at: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PaymentPage:
+    items: list[PaymentRow]
+    total: int
+
+
+class PaymentListView(SqlView):
+    tables = (
+        "CREATE TABLE IF NOT EXISTS payment_list (payment_id TEXT PRIMARY KEY, client_id TEXT NOT NULL, "
+        "merchant_id TEXT, idempotency_key TEXT NOT NULL, client_signature TEXT NOT NULL, state TEXT NOT NULL, "
+        "verify_outcome TEXT, amount TEXT NOT NULL, asset TEXT NOT NULL, network TEXT NOT NULL, pay_to TEXT NOT NULL, "
+        "payer TEXT, transaction_signature TEXT, reason TEXT, received_at TEXT NOT NULL, updated_at TEXT NOT NULL, "
+        "settled_at TEXT)",
+        "CREATE TABLE IF NOT EXISTS payment_list_events (payment_id TEXT NOT NULL, version INTEGER NOT NULL, "
+        "type TEXT NOT NULL, recorded_at TEXT NOT NULL, fields TEXT NOT NULL, PRIMARY KEY (payment_id, version))",
+        "CREATE INDEX IF NOT EXISTS payment_list_merchant ON payment_list (merchant_id, received_at DESC)",
+        "CREATE INDEX IF NOT EXISTS payment_list_received ON payment_list (received_at DESC, payment_id)",
+        "CREATE INDEX IF NOT EXISTS payment_list_key ON payment_list (idempotency_key)",
+        "CREATE INDEX IF NOT EXISTS payment_list_transaction ON payment_list (transaction_signature)",
+        "CREATE INDEX IF NOT EXISTS payment_list_client_signature ON payment_list (client_signature)",
+    )
+
+    def get_payment(self, payment_id: str) -> PaymentRow | None:
+        rows = self.rows(f"SELECT {', '.join(COLUMNS)} FROM payment_list WHERE payment_id = ?", (payment_id,))
+        return PaymentRow.from_values(rows[0]) if rows else None
+
+    def find_ids(self, handle: str) -> list[str]:
+        """Payments a handle names: id, idempotency key, on-chain transaction signature or client signature."""
+        rows = self.rows("SELECT payment_id FROM payment_list WHERE payment_id = ? OR idempotency_key = ? OR "
+                         "transaction_signature = ? OR client_signature = ? ORDER BY received_at, payment_id",
+                         (handle, handle, handle, handle))
+        return [r[0] for r in rows]
+
+    def get_timeline(self, payment_id: str) -> list[TimelineEvent]:
+        rows = self.rows("SELECT version, type, recorded_at, fields FROM payment_list_events WHERE payment_id = ? "
+                         "ORDER BY version", (payment_id,))
+        return [TimelineEvent(int(r[0]), r[1], r[2], json.loads(r[3])) for r in rows]
+
+    def get_page(self, *, merchant_id: str | None = None, state: str | None = None, network: str | None = None,
+                 since: str | None = None, until: str | None = None, limit: int = 50, offset: int = 0) -> PaymentPage:
+        """Newest first; `since`/`until` bound `received_at` (ISO 8601 UTC, inclusive / exclusive)."""
+        where, params = ["1 = 1"], []
+        for column, value in (("merchant_id", merchant_id), ("state", state), ("network", network)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("received_at >= ?")
+            params.append(since)
+        if until is not None:
+            where.append("received_at < ?")
+            params.append(until)
+        condition = " AND ".join(where)
+        with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
+            c.execute(self.sql(f"SELECT COUNT(*) FROM payment_list WHERE {condition}"), tuple(params))
+            total = int(values(c.fetchone())[0])
+            c.execute(self.sql(f"SELECT {', '.join(COLUMNS)} FROM payment_list WHERE {condition} "
+                               "ORDER BY received_at DESC, payment_id LIMIT ? OFFSET ?"),
+                      (*params, max(1, min(limit, MAX_PAGE)), max(0, offset)))
+            items = [PaymentRow.from_values(values(r)) for r in c.fetchall()]
+        return PaymentPage(items, total)
+
+    def get_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of every table in key order: what a rebuilt copy is compared with."""
+        return {
+            "payment_list": [tuple(r) for r in self.rows(
+                f"SELECT {', '.join(COLUMNS)} FROM payment_list ORDER BY payment_id")],
+            "payment_list_events": [(r[0], int(r[1]), r[2], r[3], json.loads(r[4])) for r in self.rows(
+                "SELECT payment_id, version, type, recorded_at, fields FROM payment_list_events "
+                "ORDER BY payment_id, version")],
+        }
+
+
+class SqlitePaymentListView(PaymentListView, SQLiteTrackingRecorder):
+    pass
+
+
+class PostgresPaymentListView(PaymentListView, PostgresTrackingRecorder):
+    paramstyle = "format"
+
+
+class PaymentListProjection(Projection[PaymentListView]):
+    name = "payment_list"
+    topics = tuple(get_topic(cls) for cls in STATES)
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        state = STATES.get(type(domain_event))
+        with self.view.tracked(tracking) as c:
+            if state is None:
+                return
+            e, key, moment = domain_event, str(domain_event.originator_id), timestamp(domain_event.timestamp)
+            if state == "RECEIVED":
+                client_id = str(e.client_id)
+                merchant = client_id.removeprefix("merchant:") if client_id.startswith("merchant:") else None
+                c.execute("INSERT INTO payment_list VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, NULL, NULL, NULL, "
+                          "?, ?, NULL)",
+                          (key, client_id, merchant, e.idempotency_key, getattr(e, "client_signature", ""), state,
+                           str(e.amount), e.asset, e.network, e.pay_to, moment, moment))
+            else:
+                self._advance(c, key, state, e, moment)
+            c.execute("INSERT INTO payment_list_events VALUES (?, ?, ?, ?, ?)",
+                      (key, int(e.originator_version), type(e).__qualname__, moment, json.dumps(fields(e))))
+
+    @staticmethod
+    def _advance(c: Any, key: str, state: str, e: Any, moment: str) -> None:
+        sets, params = ["state = ?", "updated_at = ?"], [state, moment]
+        if state in ("APPROVED", "REJECTED"):
+            sets.append("verify_outcome = ?")
+            params.append(state)
+        if getattr(e, "payer", None):
+            sets.append("payer = ?")
+            params.append(e.payer)
+        if getattr(e, "signature", None):
+            sets.append("transaction_signature = ?")
+            params.append(e.signature)
+        if getattr(e, "reason", None):
+            sets.append("reason = ?")
+            params.append(e.reason)
+        if state in ("CONFIRMED", "FAILED"):
+            sets.append("settled_at = ?")
+            params.append(moment)
+        c.execute(f"UPDATE payment_list SET {', '.join(sets)} WHERE payment_id = ?", (*params, key))
+
+
+def fields(domain_event: Any) -> dict[str, Any]:
+    """Every recorded field of an event but its envelope, as JSON values."""
+    envelope = {"originator_id", "originator_version", "timestamp", "originator_topic"}
+    return json.loads(json.dumps({k: v for k, v in vars(domain_event).items() if k not in envelope}, default=str))
+
+
+def timestamp(moment: datetime) -> str:
+    """ISO 8601 in UTC with microseconds: fixed width, so it also sorts as text."""
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# -- queries --------------------------------------------------------------------------------------------------
+
+
+def list_payments(view: PaymentListView, **filters: Any) -> PaymentPage:
+    return view.get_page(**filters)
+
+
+def get_payment_for(view: PaymentListView, payment_id: str, client_id: str) -> PaymentRow | None:
+    """The payment when `client_id` made it; None otherwise (so a stranger cannot tell it exists)."""
+    row = view.get_payment(payment_id)
+    return row if row is not None and row.client_id == client_id else None
