@@ -46,6 +46,7 @@ class Config:
     log_level: str = "info"
     bind: str = "127.0.0.1:8402"  # `paywarden serve`'s default --bind
     workers: int = 1  # `paywarden serve`'s default --workers
+    audit_checkpoint_seconds: int = 60  # the audit log follower signs a checkpoint this often when the log grew
 
     @property
     def sandbox(self) -> bool:
@@ -207,5 +208,6 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         log_level=_choice(env, "PAYWARDEN_LOG_LEVEL", "info", LOG_LEVELS),
         bind=_bind(env, "PAYWARDEN_BIND", "127.0.0.1:8402"),
         workers=_int(env, "PAYWARDEN_WORKERS", 1, minimum=1),
+        audit_checkpoint_seconds=_int(env, "PAYWARDEN_AUDIT_CHECKPOINT_SECONDS", 60, minimum=1),
     )
 

@@ -66,6 +66,11 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
                                               stop), name=f"projection-{spec.name}", daemon=True)
         for spec in _selected(names, container)
     ]
+    if not names:  # the audit log trails every application's events (interfaces/audit/log.py)
+        from interfaces.audit.log import follow as follow_audit_log
+
+        threads.append(threading.Thread(target=follow_audit_log, args=(container.config, stop), name="audit-log",
+                                        daemon=True))
     for thread in threads:
         thread.start()
     stop.wait()

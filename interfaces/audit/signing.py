@@ -43,7 +43,10 @@ class CheckpointSigner:
         return verifier_key(self.name, self.public_key)
 
     def sign(self, checkpoint: Checkpoint) -> str:
-        return sign_note(checkpoint.text(), self.name, self.public_key, self.private_key.sign)
+        return self.sign_text(checkpoint.text())
+
+    def sign_text(self, text: str) -> str:
+        return sign_note(text, self.name, self.public_key, self.private_key.sign)
 
     @classmethod
     def parse(cls, encoded: str) -> CheckpointSigner:

@@ -1,0 +1,202 @@
+"""The log follower, checkpoints and exports of the audit log.
+
+The follower trails the writers: it reads each application's notification log after the position it has logged,
+hashes each stored event's canonical entry and appends the leaf (never on the verify or settle path: it runs in
+the projection worker, `paywarden project`, beside the other read models). Every
+`PAYWARDEN_AUDIT_CHECKPOINT_SECONDS` (default 60) of growth it signs a checkpoint of the whole tree.
+
+An export is what an auditor needs and nothing else: `events.jsonl` (one canonical entry per line, in log order,
+exactly the leaves of the newest checkpoint), `checkpoints/<size>.txt` (every signed checkpoint), `key.pub` (the
+verifier key) and `leaves.txt` (the leaf hashes the log recorded, hex, used only to name a failing event).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import IntegrityError, Tracking
+
+from domain import merkle
+from domain.checkpoint import Checkpoint, NoteError, VerifierKey
+from domain.log_entry import EntryError, LogEntry
+from interfaces.audit.history import plain_state
+from interfaces.audit.signing import CheckpointSigner, load_signer
+from interfaces.audit.stores import application_names, reader
+from interfaces.config import Config
+from interfaces.container import build_view
+from projections.audit_log import AuditLogView, SqliteAuditLogView
+
+BATCH = 500
+DEFAULT_ORIGIN = "paywarden.local/audit"
+log = logging.getLogger("paywarden.audit")
+
+
+@dataclass
+class AuditLog:
+    """The log's view, a reader per application, and (when configured) the checkpoint signer."""
+
+    config: Config
+    view: AuditLogView
+    readers: dict[str, Application]
+
+    @classmethod
+    def open(cls, config: Config) -> AuditLog:
+        for attempt in range(3):
+            try:
+                view = build_view(config, "audit_log", SqliteAuditLogView)
+                break
+            except IntegrityError:  # another process created the tables at the same moment: theirs will do
+                if attempt == 2:
+                    raise
+        return cls(config, view, {})
+
+    def applications(self) -> dict[str, Application]:
+        """Every application with an event store (found anew each time: applications appear over time)."""
+        for name in application_names(self.config):
+            if name not in self.readers:
+                self.readers[name] = reader(self.config, name)
+        return self.readers
+
+    def signer(self) -> CheckpointSigner:
+        origin = os.environ.get("PAYWARDEN_AUDIT_ORIGIN", "").strip() or DEFAULT_ORIGIN
+        return load_signer(os.environ, self.config.data_dir, sandbox=self.config.sandbox, origin=origin)
+
+    def close(self) -> None:
+        for app in self.readers.values():
+            app.close()
+        self.view.datastore.close()
+
+    # -- following ------------------------------------------------------------------------------------------
+
+    def catch_up(self) -> int:
+        """Append every stored event not yet in the log; return how many."""
+        done = 0
+        for name, app in sorted(self.applications().items()):
+            while True:
+                position = self.view.max_tracking_id(name)
+                notifications = app.recorder.select_notifications(position, BATCH, inclusive_of_start=False)
+                for n in notifications:
+                    entry = LogEntry.from_stored(name, n.id, n.originator_id, n.originator_version, n.topic,
+                                                 plain_state(app, n.state))
+                    try:
+                        self.view.append(Tracking(name, n.id), entry.leaf())
+                    except IntegrityError:
+                        break  # another follower appended it: re-read the position
+                    done += 1
+                if len(notifications) < BATCH:
+                    break
+        return done
+
+    def checkpoint(self, signer: CheckpointSigner | None = None) -> tuple[int, str]:
+        """Sign the tree as it is now; (size, note). A checkpoint of an unchanged size is returned, not re-signed."""
+        leaves = self.view.leaves()
+        kept = [c for c in self.view.checkpoints() if c[0] == len(leaves)]
+        if kept:
+            return kept[0][0], kept[0][1]
+        signer = signer or self.signer()
+        note = signer.sign(Checkpoint(signer.name, len(leaves), merkle.root(leaves)))
+        self.view.record_checkpoint(len(leaves), note, datetime.now(UTC).isoformat())
+        return len(leaves), note
+
+    # -- exporting ------------------------------------------------------------------------------------------
+
+    def export(self, out: Path, key: VerifierKey, missing: list[str] | None = None) -> int:
+        """Write the export of the newest checkpoint into `out` (created); return the number of events.
+
+        An event the log holds but the store no longer does stops the export, or, given `missing`, is named
+        there and left out (the live verification then reports it).
+        """
+        checkpoints = self.view.checkpoints()
+        if not checkpoints:
+            raise NoteError("no checkpoint yet: run `paywarden audit checkpoint` first")
+        size = checkpoints[-1][0]
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "checkpoints").mkdir(exist_ok=True)
+        for kept_size, note, _ in checkpoints:
+            (out / "checkpoints" / f"{kept_size}.txt").write_text(note)
+        (out / "key.pub").write_text(key.encoded() + "\n")
+        entries = self.view.entries(size)
+        (out / "leaves.txt").write_text("".join(f"{leaf.hex()}\n" for *_, leaf in entries))
+        lines = self.entry_lines(entries)
+        with (out / "events.jsonl").open("wb") as events:
+            for (_, application, position, _), line in zip(entries, lines, strict=True):
+                if line is None and missing is None:
+                    raise EntryError(f"{application}/{position} is in the log but no longer in the event store")
+                if line is None:
+                    missing.append(f"{application}/{position}")
+                    continue
+                events.write(line + b"\n")
+        return size
+
+    def entry_lines(self, entries: list[tuple[int, str, int, bytes]]) -> list[bytes | None]:
+        """The canonical line of each logged event as the store holds it now (None: the event is gone)."""
+        wanted: dict[str, set[int]] = {}
+        for _, application, position, _ in entries:
+            wanted.setdefault(application, set()).add(position)
+        found: dict[tuple[str, int], bytes] = {}
+        apps = self.applications()
+        for application, positions in wanted.items():
+            app = apps.get(application)
+            if app is None:
+                continue
+            start, last = None, max(positions)
+            while True:
+                notifications = app.recorder.select_notifications(start, BATCH, stop=last, inclusive_of_start=False)
+                for n in notifications:
+                    if n.id in positions:
+                        found[(application, n.id)] = LogEntry.from_stored(
+                            application, n.id, n.originator_id, n.originator_version, n.topic,
+                            plain_state(app, n.state)).encoded()
+                if len(notifications) < BATCH:
+                    break
+                start = notifications[-1].id
+        return [found.get((application, position)) for _, application, position, _ in entries]
+
+    def unlogged(self) -> list[str]:
+        """Stored events at or below the log's position in their application that the log does not hold."""
+        positions, missing = self.view.positions(), []
+        logged = {(a, p) for _, a, p, _ in self.view.entries(self.view.size())}
+        for name, app in sorted(self.applications().items()):
+            top = positions.get(name)
+            if top is None:
+                continue
+            start = None
+            while True:
+                notifications = app.recorder.select_notifications(start, BATCH, stop=top, inclusive_of_start=False)
+                missing.extend(f"{name}/{n.id}" for n in notifications if (name, n.id) not in logged)
+                if len(notifications) < BATCH:
+                    break
+                start = notifications[-1].id
+        return missing
+
+
+def follow(config: Config, stop: threading.Event, *, poll_seconds: float = 1.0) -> None:
+    """Catch up and checkpoint every interval until `stop`; failures are logged and retried, never fatal."""
+    interval = config.audit_checkpoint_seconds
+    audit = AuditLog.open(config)
+    signer: Any = None
+    last_checkpoint = 0.0
+    try:
+        signer = audit.signer()
+    except NoteError as no_key:
+        log.warning("audit checkpoints are not signed: %s", no_key)
+    try:
+        while not stop.is_set():
+            try:
+                audit.catch_up()
+                now = datetime.now(UTC).timestamp()
+                if signer is not None and now - last_checkpoint >= interval:
+                    audit.checkpoint(signer)
+                    last_checkpoint = now
+            except Exception:
+                log.exception("audit log follower failed; retrying")
+            stop.wait(poll_seconds)
+    finally:
+        audit.close()

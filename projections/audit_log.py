@@ -1,0 +1,77 @@
+"""The audit log: every stored event of every application, as a leaf of one RFC 6962 Merkle tree, and its signed
+checkpoints.
+
+`audit_log` holds the tree's leaves in log order (`idx` 0, 1, 2, …), each naming the event it hashes (application
+and notification position); `audit_checkpoints` the signed checkpoint notes by tree size. Appending a leaf and its
+tracking record is one transaction, so each event enters the tree exactly once, however many followers run. The
+order of leaves across applications is the order the follower appended them: it is recorded, and it is what the
+checkpoints sign.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.postgres import PostgresTrackingRecorder
+from eventsourcing.sqlite import SQLiteTrackingRecorder
+
+from projections.sql import SqlView, values
+
+
+class AuditLogView(SqlView):
+    tables = (
+        "CREATE TABLE IF NOT EXISTS audit_log (idx BIGINT PRIMARY KEY, application TEXT NOT NULL, "
+        "position BIGINT NOT NULL, leaf TEXT NOT NULL, UNIQUE (application, position))",
+        "CREATE TABLE IF NOT EXISTS audit_checkpoints (size BIGINT PRIMARY KEY, note TEXT NOT NULL, "
+        "recorded_at TEXT NOT NULL)",
+    )
+
+    def append(self, tracking: Tracking, leaf: bytes) -> None:
+        """The next leaf, with its tracking record (IntegrityError if another follower appended it first)."""
+        with self.tracked(tracking) as c:
+            size = values(c.execute("SELECT COUNT(*) FROM audit_log").fetchone())[0]
+            c.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?)",
+                      (int(size), tracking.application_name, tracking.notification_id, leaf.hex()))
+
+    def size(self) -> int:
+        return int(self.rows("SELECT COUNT(*) FROM audit_log")[0][0])
+
+    def leaves(self, size: int | None = None) -> list[bytes]:
+        rows = self.rows("SELECT leaf FROM audit_log WHERE idx < ? ORDER BY idx", (self.size() if size is None
+                                                                                   else size,))
+        return [bytes.fromhex(r[0]) for r in rows]
+
+    def entries(self, size: int) -> list[tuple[int, str, int, bytes]]:
+        """(idx, application, position, leaf) of the first `size` leaves, in log order."""
+        rows = self.rows("SELECT idx, application, position, leaf FROM audit_log WHERE idx < ? ORDER BY idx",
+                         (size,))
+        return [(int(r[0]), r[1], int(r[2]), bytes.fromhex(r[3])) for r in rows]
+
+    def record_checkpoint(self, size: int, note: str, recorded_at: str) -> bool:
+        """Keep a signed checkpoint; False when one of that size is kept already."""
+        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+            c.execute(self.sql("SELECT 1 FROM audit_checkpoints WHERE size = ?"), (size,))
+            if c.fetchall():
+                return False
+            c.execute(self.sql("INSERT INTO audit_checkpoints VALUES (?, ?, ?)"), (size, note, recorded_at))
+        return True
+
+    def checkpoints(self) -> list[tuple[int, str, str]]:
+        """(size, note, recorded_at) of every kept checkpoint, smallest first."""
+        return [(int(r[0]), r[1], r[2]) for r in self.rows(
+            "SELECT size, note, recorded_at FROM audit_checkpoints ORDER BY size")]
+
+    def positions(self) -> dict[str, int]:
+        """How far the log has read each application's notification log."""
+        rows: Sequence[Any] = self.rows("SELECT application, MAX(position) FROM audit_log GROUP BY application")
+        return {r[0]: int(r[1]) for r in rows}
+
+
+class SqliteAuditLogView(AuditLogView, SQLiteTrackingRecorder):
+    pass
+
+
+class PostgresAuditLogView(AuditLogView, PostgresTrackingRecorder):
+    paramstyle = "format"

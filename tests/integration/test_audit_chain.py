@@ -1,0 +1,86 @@
+"""`paywarden audit chain`: the books checked against the sandbox chain over JSON-RPC (the localnet)."""
+
+from __future__ import annotations
+
+import pytest
+from solders.keypair import Keypair
+
+from domain.idempotency import idempotency_key
+from domain.networks import DEVNET
+from domain.payment import Payment
+from interfaces.cli import main
+from interfaces.localnet import LocalnetThread
+from tests.conftest import USDC, make_gateway
+
+
+@pytest.fixture
+def chain_books(tmp_path, sandbox, monkeypatch):
+    for name in ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_MAINNET_RPC_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path))
+    with LocalnetThread(sandbox, slot_ms=None) as localnet:
+        monkeypatch.setenv("PAYWARDEN_DEVNET_RPC_URL", localnet.url)
+        gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url)
+        for amount in (USDC // 100, USDC // 20):
+            assert gateway.post("/settle", gateway.body(amount=amount)).status_code == 200
+        yield gateway
+        gateway.container.close()
+
+
+def forge_confirmed(gateway, *, signature: str, amount: int, pay_to: str) -> Payment:
+    """A CONFIRMED payment written straight into the event store, as an intruder with database access would."""
+    key = idempotency_key("merchant:forged", amount, signature)
+    payment = Payment(idempotency_key=key, client_id="merchant:forged", network=DEVNET.caip2, asset=DEVNET.usdc_mint,
+                      amount=amount, pay_to=pay_to, terms_digest="forged", client_signature=signature, extensions={},
+                      resource=None)
+    payment.approve(str(Keypair().pubkey()), gateway.fee_payer, "11111111111111111111111111111111")
+    payment.submit(signature, gateway.fee_payer, "11111111111111111111111111111111", "")
+    payment.confirm()
+    gateway.container.payments.save(payment)
+    return payment
+
+
+def test_settled_payments_agree_with_the_chain(chain_books, capsys):
+    assert main(["audit", "chain"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "2 settled payment(s) checked against the chain; 0 problem(s)" in captured.err
+
+
+def test_a_confirmed_event_for_a_transaction_that_never_happened_is_caught(chain_books, capsys):
+    never = str(Keypair().sign_message(b"never sent"))
+    forged = forge_confirmed(chain_books, signature=never, amount=USDC, pay_to=str(chain_books.pay_to.pubkey()))
+    assert main(["audit", "chain"]) == 1
+    out = capsys.readouterr().out
+    assert f"{forged.id}: CONFIRMED in the books, but the chain has no transaction {never}" in out
+
+
+def test_a_confirmed_event_claiming_a_real_transaction_for_another_amount_is_caught(chain_books, capsys):
+    real = chain_books.container.payments.recorder.select_notifications(None, 100)
+    signature = next(chain_books.container.payments.mapper.to_domain_event(n).signature for n in real
+                     if n.topic.endswith("Payment.Confirmed"))
+    forged = forge_confirmed(chain_books, signature=signature, amount=USDC * 5,
+                             pay_to=str(chain_books.pay_to.pubkey()))
+    assert main(["audit", "chain"]) == 1
+    out = capsys.readouterr().out
+    assert f"{forged.id}: CONFIRMED in the books, but transaction {signature} moved" in out
+    assert f"not {USDC * 5}" in out
+
+
+def test_since_limits_the_check_to_recent_payments(chain_books, capsys):
+    forge_confirmed(chain_books, signature=str(Keypair().sign_message(b"x")), amount=1,
+                    pay_to=str(chain_books.pay_to.pubkey()))
+    assert main(["audit", "chain", "--since", "2999-01-01T00:00:00Z"]) == 0
+    assert "0 settled payment(s) checked" in capsys.readouterr().err
+
+
+def test_a_payment_pending_past_its_blockhash_lifetime_is_listed(chain_books, capsys):
+    signature = str(Keypair().sign_message(b"lost"))
+    key = idempotency_key("merchant:late", 7, signature)
+    payment = Payment(idempotency_key=key, client_id="merchant:late", network=DEVNET.caip2, asset=DEVNET.usdc_mint,
+                      amount=7, pay_to=str(chain_books.pay_to.pubkey()), terms_digest="t", client_signature=signature,
+                      extensions={}, resource=None)
+    payment.approve(str(Keypair().pubkey()), chain_books.fee_payer, "11111111111111111111111111111111")
+    payment.submit(signature, chain_books.fee_payer, "11111111111111111111111111111111", "")
+    chain_books.container.payments.save(payment)
+    assert main(["audit", "chain"]) == 1
+    assert f"{payment.id}: pending past its blockhash lifetime" in capsys.readouterr().out
