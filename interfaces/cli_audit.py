@@ -203,27 +203,43 @@ def chain(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+def _guarded(command: Any) -> Any:
+    """A refusal (no signing key, an export that cannot be read, …) is a message and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from domain.checkpoint import NoteError
+        from domain.log_entry import EntryError
+
+        try:
+            return int(command(args))
+        except (NoteError, EntryError, OSError) as refused:
+            print(f"paywarden: {refused}", file=sys.stderr)
+            return 2
+
+    return run
+
+
 def add_parser(commands: Any) -> None:
     audit = commands.add_parser("audit", help="the auditor's tools").add_subparsers(dest="action", required=True)
     p = audit.add_parser("payment", help="a payment's events in order, by payment id, idempotency key, "
                                          "transaction signature or payment hash")
     p.add_argument("handle")
     p.add_argument("--json", action="store_true", help="one JSON object per event and line")
-    p.set_defaults(func=payment)
+    p.set_defaults(func=_guarded(payment))
     m = audit.add_parser("merchant", help="a merchant account's events in order")
     m.add_argument("name")
     m.add_argument("--json", action="store_true", help="one JSON object per event and line")
-    m.set_defaults(func=merchant)
+    m.set_defaults(func=_guarded(merchant))
     r = audit.add_parser("rebuild", help="replay the event store into fresh copies of every read model "
                                          "(the live ones are only read)")
     r.add_argument("--check", action="store_true", help="compare each copy with the live read model row by row; "
                                                          "exit 1 on any difference")
-    r.set_defaults(func=rebuild)
+    r.set_defaults(func=_guarded(rebuild))
     c = audit.add_parser("checkpoint", help="log every stored event not yet logged and sign a checkpoint now")
-    c.set_defaults(func=checkpoint)
+    c.set_defaults(func=_guarded(checkpoint))
     e = audit.add_parser("export", help="write the events, checkpoints and public key an auditor verifies")
     e.add_argument("--out", required=True, help="directory to write (created)")
-    e.set_defaults(func=export)
+    e.set_defaults(func=_guarded(export))
     v = audit.add_parser("verify", help="verify an export offline (or the live store with --live)")
     v.add_argument("directory", nargs="?", help="an export written by `audit export`")
     v.add_argument("--live", action="store_true", help="verify the live store against its log and checkpoints")
@@ -231,15 +247,15 @@ def add_parser(commands: Any) -> None:
                    help="a checkpoint you kept: prove the log only grew since (repeatable)")
     v.add_argument("--payment", action="append", default=[], metavar="ID",
                    help="prove this payment's events are in the log (repeatable)")
-    v.set_defaults(func=verify)
+    v.set_defaults(func=_guarded(verify))
     k = audit.add_parser("keygen", help="make a checkpoint signing key (PAYWARDEN_AUDIT_SIGNING_KEY)")
     k.add_argument("name", help="the log's name, e.g. paywarden.example.com/audit")
-    k.set_defaults(func=keygen)
+    k.set_defaults(func=_guarded(keygen))
     f = audit.add_parser("follow", help="run the audit log follower alone (`paywarden project` runs it too)")
-    f.set_defaults(func=follow)
+    f.set_defaults(func=_guarded(follow))
     ch = audit.add_parser("chain", help="check every settled payment against the chain (RPC); exit 1 on any "
                                         "mismatch or payment pending past its blockhash lifetime")
     ch.add_argument("--since", help="only payments received at or after this ISO 8601 time")
     ch.add_argument("--rpc-url", action="append", default=[], metavar="NETWORK=URL",
                     help="RPC endpoint of a network (default: PAYWARDEN_DEVNET_RPC_URL, PAYWARDEN_MAINNET_RPC_URL)")
-    ch.set_defaults(func=chain)
+    ch.set_defaults(func=_guarded(chain))

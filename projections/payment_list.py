@@ -28,7 +28,10 @@ STATES = {
     Payment.Received: "RECEIVED", Payment.Approved: "APPROVED", Payment.Rejected: "REJECTED",
     Payment.SettlementSubmitted: "SUBMITTED", Payment.Confirmed: "CONFIRMED", Payment.Failed: "FAILED",
 }
-COLUMNS = ("payment_id", "client_id", "merchant_id", "idempotency_key", "client_signature", "state",
+# Every event class of a Payment, present and future: each enters the timeline.
+EVENTS = tuple(v for v in vars(Payment).values() if isinstance(v, type) and issubclass(v, Payment.Event)
+               and v not in (Payment.Event, Payment.Created))
+COLUMNS = ("payment_id", "client_id", "merchant_id", "idempotency_key", "client_signature", "message_hash", "state",
            "verify_outcome", "amount", "asset", "network", "pay_to", "payer", "transaction_signature", "reason",
            "received_at", "updated_at", "settled_at")
 MAX_PAGE = 200
@@ -41,6 +44,7 @@ class PaymentRow:
     merchant_id: str | None
     idempotency_key: str
     client_signature: str
+    message_hash: str | None
     state: str
     verify_outcome: str | None
     amount: int
@@ -87,7 +91,8 @@ class PaymentPage:
 class PaymentListView(SqlView):
     tables = (
         "CREATE TABLE IF NOT EXISTS payment_list (payment_id TEXT PRIMARY KEY, client_id TEXT NOT NULL, "
-        "merchant_id TEXT, idempotency_key TEXT NOT NULL, client_signature TEXT NOT NULL, state TEXT NOT NULL, "
+        "merchant_id TEXT, idempotency_key TEXT NOT NULL, client_signature TEXT NOT NULL, message_hash TEXT, "
+        "state TEXT NOT NULL, "
         "verify_outcome TEXT, amount TEXT NOT NULL, asset TEXT NOT NULL, network TEXT NOT NULL, pay_to TEXT NOT NULL, "
         "payer TEXT, transaction_signature TEXT, reason TEXT, received_at TEXT NOT NULL, updated_at TEXT NOT NULL, "
         "settled_at TEXT)",
@@ -98,6 +103,7 @@ class PaymentListView(SqlView):
         "CREATE INDEX IF NOT EXISTS payment_list_key ON payment_list (idempotency_key)",
         "CREATE INDEX IF NOT EXISTS payment_list_transaction ON payment_list (transaction_signature)",
         "CREATE INDEX IF NOT EXISTS payment_list_client_signature ON payment_list (client_signature)",
+        "CREATE INDEX IF NOT EXISTS payment_list_message_hash ON payment_list (message_hash)",
     )
 
     def get_payment(self, payment_id: str) -> PaymentRow | None:
@@ -105,10 +111,11 @@ class PaymentListView(SqlView):
         return PaymentRow.from_values(rows[0]) if rows else None
 
     def find_ids(self, handle: str) -> list[str]:
-        """Payments a handle names: id, idempotency key, on-chain transaction signature or client signature."""
+        """Payments a handle names: id, idempotency key, on-chain transaction signature, client signature or
+        transaction message hash."""
         rows = self.rows("SELECT payment_id FROM payment_list WHERE payment_id = ? OR idempotency_key = ? OR "
-                         "transaction_signature = ? OR client_signature = ? ORDER BY received_at, payment_id",
-                         (handle, handle, handle, handle))
+                         "transaction_signature = ? OR client_signature = ? OR message_hash = ? "
+                         "ORDER BY received_at, payment_id", (handle, handle, handle, handle, handle))
         return [r[0] for r in rows]
 
     def get_timeline(self, payment_id: str) -> list[TimelineEvent]:
@@ -161,21 +168,22 @@ class PostgresPaymentListView(PaymentListView, PostgresTrackingRecorder):
 
 class PaymentListProjection(Projection[PaymentListView]):
     name = "payment_list"
-    topics = tuple(get_topic(cls) for cls in STATES)
+    topics = tuple(get_topic(cls) for cls in EVENTS)
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         state = STATES.get(type(domain_event))
         with self.view.tracked(tracking) as c:
-            if state is None:
-                return
             e, key, moment = domain_event, str(domain_event.originator_id), timestamp(domain_event.timestamp)
             if state == "RECEIVED":
                 client_id = str(e.client_id)
                 merchant = client_id.removeprefix("merchant:") if client_id.startswith("merchant:") else None
-                c.execute("INSERT INTO payment_list VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, NULL, NULL, NULL, "
+                c.execute("INSERT INTO payment_list VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, NULL, NULL, NULL, "
                           "?, ?, NULL)",
-                          (key, client_id, merchant, e.idempotency_key, getattr(e, "client_signature", ""), state,
-                           str(e.amount), e.asset, e.network, e.pay_to, moment, moment))
+                          (key, client_id, merchant, e.idempotency_key, getattr(e, "client_signature", ""),
+                           getattr(e, "message_hash", None), state, str(e.amount), e.asset, e.network, e.pay_to,
+                           moment, moment))
+            elif state is None:  # an event that records no state change (SuccessAnswered, …): the timeline only
+                c.execute("UPDATE payment_list SET updated_at = ? WHERE payment_id = ?", (moment, key))
             else:
                 self._advance(c, key, state, e, moment)
             c.execute("INSERT INTO payment_list_events VALUES (?, ?, ?, ?, ?)",

@@ -178,18 +178,21 @@ class AuditLog:
 
 
 def follow(config: Config, stop: threading.Event, *, poll_seconds: float = 1.0) -> None:
-    """Catch up and checkpoint every interval until `stop`; failures are logged and retried, never fatal."""
+    """Catch up and checkpoint every interval until `stop`; failures (a store starting up or down, another process
+    creating the tables at the same moment) are logged and retried, never fatal."""
     interval = config.audit_checkpoint_seconds
-    audit = AuditLog.open(config)
+    audit: AuditLog | None = None
     signer: Any = None
     last_checkpoint = 0.0
     try:
-        signer = audit.signer()
-    except NoteError as no_key:
-        log.warning("audit checkpoints are not signed: %s", no_key)
-    try:
         while not stop.is_set():
             try:
+                if audit is None:
+                    audit = AuditLog.open(config)
+                    try:
+                        signer = audit.signer()
+                    except NoteError as no_key:
+                        log.warning("audit checkpoints are not signed: %s", no_key)
                 audit.catch_up()
                 now = datetime.now(UTC).timestamp()
                 if signer is not None and now - last_checkpoint >= interval:
@@ -199,4 +202,5 @@ def follow(config: Config, stop: threading.Event, *, poll_seconds: float = 1.0) 
                 log.exception("audit log follower failed; retrying")
             stop.wait(poll_seconds)
     finally:
-        audit.close()
+        if audit is not None:
+            audit.close()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from uuid import uuid4
+
 import pytest
+from eventsourcing.persistence import StoredEvent
 from solders.keypair import Keypair
 
 from domain.idempotency import idempotency_key
 from domain.networks import DEVNET
-from domain.payment import Payment
 from interfaces.cli import main
 from interfaces.localnet import LocalnetThread
 from tests.conftest import USDC, make_gateway
@@ -27,17 +30,36 @@ def chain_books(tmp_path, sandbox, monkeypatch):
         gateway.container.close()
 
 
-def forge_confirmed(gateway, *, signature: str, amount: int, pay_to: str) -> Payment:
-    """A CONFIRMED payment written straight into the event store, as an intruder with database access would."""
-    key = idempotency_key("merchant:forged", amount, signature)
-    payment = Payment(idempotency_key=key, client_id="merchant:forged", network=DEVNET.caip2, asset=DEVNET.usdc_mint,
-                      amount=amount, pay_to=pay_to, terms_digest="forged", client_signature=signature, extensions={},
-                      resource=None)
-    payment.approve(str(Keypair().pubkey()), gateway.fee_payer, "11111111111111111111111111111111")
-    payment.submit(signature, gateway.fee_payer, "11111111111111111111111111111111", "")
-    payment.confirm()
-    gateway.container.payments.save(payment)
-    return payment
+def write_directly(gateway, events: list[tuple[str, dict]]) -> str:
+    """Payment events written straight into the event store (no application, no aggregate), as an intruder with
+    database access would; returns the payment id."""
+    app = gateway.container.payments
+    payment = uuid4()
+    stored = []
+    for version, (kind, fields) in enumerate(events, 1):
+        state = {**fields, "timestamp": datetime.now(UTC)}
+        if version == 1:
+            state["originator_topic"] = "domain.payment:Payment"
+        stored.append(StoredEvent(originator_id=payment, originator_version=version,
+                                  topic=f"domain.payment:Payment.{kind}", state=app.mapper.transcoder.encode(state)))
+    app.recorder.insert_events(stored)
+    return str(payment)
+
+
+def forge_confirmed(gateway, *, signature: str, amount: int, pay_to: str, confirmed: bool = True) -> str:
+    blockhash = "11111111111111111111111111111111"
+    events = [
+        ("Received", {"idempotency_key": idempotency_key("merchant:forged", amount, signature),
+                      "client_id": "merchant:forged", "network": DEVNET.caip2, "asset": DEVNET.usdc_mint,
+                      "amount": amount, "pay_to": pay_to, "terms_digest": "forged", "client_signature": signature,
+                      "extensions": {}, "resource": None, "max_timeout_seconds": 60}),
+        ("Approved", {"payer": str(Keypair().pubkey()), "fee_payer": gateway.fee_payer, "blockhash": blockhash}),
+        ("SettlementSubmitted", {"signature": signature, "fee_payer": gateway.fee_payer, "blockhash": blockhash,
+                                 "transaction": ""}),
+    ]
+    if confirmed:
+        events.append(("Confirmed", {"signature": signature}))
+    return write_directly(gateway, events)
 
 
 def test_settled_payments_agree_with_the_chain(chain_books, capsys):
@@ -51,7 +73,7 @@ def test_a_confirmed_event_for_a_transaction_that_never_happened_is_caught(chain
     forged = forge_confirmed(chain_books, signature=never, amount=USDC, pay_to=str(chain_books.pay_to.pubkey()))
     assert main(["audit", "chain"]) == 1
     out = capsys.readouterr().out
-    assert f"{forged.id}: CONFIRMED in the books, but the chain has no transaction {never}" in out
+    assert f"{forged}: CONFIRMED in the books, but the chain has no transaction {never}" in out
 
 
 def test_a_confirmed_event_claiming_a_real_transaction_for_another_amount_is_caught(chain_books, capsys):
@@ -62,7 +84,7 @@ def test_a_confirmed_event_claiming_a_real_transaction_for_another_amount_is_cau
                              pay_to=str(chain_books.pay_to.pubkey()))
     assert main(["audit", "chain"]) == 1
     out = capsys.readouterr().out
-    assert f"{forged.id}: CONFIRMED in the books, but transaction {signature} moved" in out
+    assert f"{forged}: CONFIRMED in the books, but transaction {signature} moved" in out
     assert f"not {USDC * 5}" in out
 
 
@@ -75,12 +97,7 @@ def test_since_limits_the_check_to_recent_payments(chain_books, capsys):
 
 def test_a_payment_pending_past_its_blockhash_lifetime_is_listed(chain_books, capsys):
     signature = str(Keypair().sign_message(b"lost"))
-    key = idempotency_key("merchant:late", 7, signature)
-    payment = Payment(idempotency_key=key, client_id="merchant:late", network=DEVNET.caip2, asset=DEVNET.usdc_mint,
-                      amount=7, pay_to=str(chain_books.pay_to.pubkey()), terms_digest="t", client_signature=signature,
-                      extensions={}, resource=None)
-    payment.approve(str(Keypair().pubkey()), chain_books.fee_payer, "11111111111111111111111111111111")
-    payment.submit(signature, chain_books.fee_payer, "11111111111111111111111111111111", "")
-    chain_books.container.payments.save(payment)
+    payment = forge_confirmed(chain_books, signature=signature, amount=7, pay_to=str(chain_books.pay_to.pubkey()),
+                              confirmed=False)
     assert main(["audit", "chain"]) == 1
-    assert f"{payment.id}: pending past its blockhash lifetime" in capsys.readouterr().out
+    assert f"{payment}: pending past its blockhash lifetime" in capsys.readouterr().out

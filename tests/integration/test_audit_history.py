@@ -42,6 +42,8 @@ def test_a_settled_payments_history_reads_the_same_by_every_handle(settled, caps
     row = list_payments(gateway.container.payment_list, state="CONFIRMED").items[0]
     assert row.transaction_signature == signature and row.amount == USDC // 100
     handles = [row.payment_id, row.idempotency_key, signature, row.client_signature]
+    if row.message_hash is not None:  # the transaction's message hash, when the payment recorded it
+        handles.append(row.message_hash)
     outputs = [_history(capsys, h, "--json") for h in handles]
     assert all(out == outputs[0] for out in outputs)
     events = [json.loads(line) for line in outputs[0].splitlines()]

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from solders.keypair import Keypair
 
 from domain.networks import DEVNET
 from interfaces.audit.log import AuditLog
@@ -271,19 +272,43 @@ def test_the_follower_trails_the_writers_and_signs_checkpoints_on_its_interval(l
     worker.start()
     audit = AuditLog.open(config)
     try:
-        total = sum(len(app.recorder.select_notifications(None, 1000)) for app in audit.applications().values())
+        def stored():
+            return sum(len(app.recorder.select_notifications(None, 1000)) for app in audit.applications().values())
+
+        total = stored()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not any(size == total for size, *_ in audit.view.checkpoints()):
             time.sleep(0.05)
         assert any(size == total for size, *_ in audit.view.checkpoints())
         assert gateway.post("/settle", gateway.body(amount=USDC // 10)).status_code == 200
+        grown = stored()
+        assert grown >= total + 4  # Received, Approved, SettlementSubmitted, Confirmed (and any claims)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and audit.view.checkpoints()[-1][0] != total + 4:
+        while time.monotonic() < deadline and audit.view.checkpoints()[-1][0] != grown:
             time.sleep(0.05)
-        assert audit.view.checkpoints()[-1][0] == total + 4  # Received, Approved, SettlementSubmitted, Confirmed
+        assert audit.view.checkpoints()[-1][0] == grown
     finally:
         stop.set()
         worker.join(timeout=10)
         audit.close()
     status, out, _ = run(capsys, "audit", "verify", str(export(capsys, gateway.container.config.data_dir.parent)))
     assert status == 0, out
+
+
+def test_production_without_a_signing_key_refuses_to_checkpoint_with_a_message(logged, capsys, monkeypatch):
+    monkeypatch.setenv("PAYWARDEN_MODE", "production")
+    monkeypatch.setenv("PAYWARDEN_FEE_PAYER_KEYS", str(list(bytes(Keypair().to_bytes()))))
+    status, _, err = run(capsys, "audit", "checkpoint")
+    assert status == 2 and "PAYWARDEN_AUDIT_SIGNING_KEY is required in production" in err
+
+
+def test_a_configured_signing_key_signs_and_its_verifier_key_is_exported(logged, capsys, monkeypatch):
+    _, _, tmp_path = logged
+    status, out, err = run(capsys, "audit", "keygen", "audit.acme.example/log")
+    signer = CheckpointSigner.parse(out.strip())
+    assert status == 0 and f"verifier key (publish it): {signer.verifier.encoded()}" in err
+    monkeypatch.setenv("PAYWARDEN_AUDIT_SIGNING_KEY", out.strip())
+    directory = export(capsys, tmp_path)
+    assert (directory / "key.pub").read_text().strip() == signer.verifier.encoded()
+    status, out, _ = run(capsys, "audit", "verify", str(directory))
+    assert status == 0 and out.startswith(f"key {signer.verifier.encoded()}")
