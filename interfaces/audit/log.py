@@ -76,23 +76,33 @@ class AuditLog:
     # -- following ------------------------------------------------------------------------------------------
 
     def catch_up(self) -> int:
-        """Append every stored event not yet in the log; return how many."""
-        done = 0
+        """Append every stored event not yet in the log; return how many. An application whose next event
+        cannot be logged (its state is not JSON) stops there, named in the log, and the others go on."""
+        done, stuck = 0, []
         for name, app in sorted(self.applications().items()):
-            while True:
-                position = self.view.max_tracking_id(name)
-                notifications = app.recorder.select_notifications(position, BATCH, inclusive_of_start=False)
-                for n in notifications:
-                    entry = LogEntry.from_stored(name, n.id, n.originator_id, n.originator_version, n.topic,
-                                                 plain_state(app, n.state))
-                    try:
-                        self.view.append(Tracking(name, n.id), entry.leaf())
-                    except IntegrityError:
-                        break  # another follower appended it: re-read the position
-                    done += 1
-                if len(notifications) < BATCH:
-                    break
+            try:
+                done += self._catch_up(name, app)
+            except EntryError as bad:
+                stuck.append(str(bad))
+        if stuck:
+            raise EntryError("; ".join(stuck))
         return done
+
+    def _catch_up(self, name: str, app: Application) -> int:
+        done = 0
+        while True:
+            position = self.view.max_tracking_id(name)
+            notifications = app.recorder.select_notifications(position, BATCH, inclusive_of_start=False)
+            for n in notifications:
+                entry = LogEntry.from_stored(name, n.id, n.originator_id, n.originator_version, n.topic,
+                                             plain_state(app, n.state))
+                try:
+                    self.view.append(Tracking(name, n.id), entry.leaf())
+                except IntegrityError:
+                    break  # another follower appended it: re-read the position
+                done += 1
+            if len(notifications) < BATCH:
+                return done
 
     def checkpoint(self, signer: CheckpointSigner | None = None) -> tuple[int, str]:
         """Sign the tree as it is now; (size, note). A checkpoint of an unchanged size is returned, not re-signed."""
