@@ -54,6 +54,33 @@ def merchant(args: argparse.Namespace) -> int:
     return 0
 
 
+def aggregate(args: argparse.Namespace) -> int:
+    """Any aggregate's events (a proxy service, a webhook endpoint, a listing, …), found in whichever store holds it."""
+    from uuid import UUID
+
+    from interfaces.audit.history import history
+    from interfaces.audit.stores import application_names, reader
+    from interfaces.config import load_config
+
+    try:
+        wanted = UUID(args.id)
+    except ValueError:
+        print(f"paywarden: {args.id} is not an id", file=sys.stderr)
+        return 2
+    config, events = load_config(), []
+    for name in application_names(config):
+        app = reader(config, name)
+        try:
+            events.extend(history(app, wanted))
+        finally:
+            app.close()
+    if not events:
+        print(f"paywarden: no events of {args.id}", file=sys.stderr)
+        return 1
+    _print_history(events, args.json)
+    return 0
+
+
 def rebuild(args: argparse.Namespace) -> int:
     from interfaces.audit.rebuild import rebuild_all
 
@@ -230,6 +257,10 @@ def add_parser(commands: Any) -> None:
     m.add_argument("name")
     m.add_argument("--json", action="store_true", help="one JSON object per event and line")
     m.set_defaults(func=_guarded(merchant))
+    a = audit.add_parser("service", help="a proxy service's events in order (or any aggregate's, by id)")
+    a.add_argument("id")
+    a.add_argument("--json", action="store_true", help="one JSON object per event and line")
+    a.set_defaults(func=_guarded(aggregate))
     r = audit.add_parser("rebuild", help="replay the event store into fresh copies of every read model "
                                          "(the live ones are only read)")
     r.add_argument("--check", action="store_true", help="compare each copy with the live read model row by row; "

@@ -110,3 +110,27 @@ def test_get_payment_answers_its_merchant_and_no_one_else(settled):
     bad_key = gateway.client.simulate_get(f"/v1/payments/{row.payment_id}",
                                           headers={"Authorization": "Bearer pw_test_" + "x" * 40})
     assert bad_key.status_code == 401
+
+
+def test_a_proxy_services_history_reads_by_its_id_with_its_upstream_secret_sealed(settled, capsys):
+    from application.proxy_services import ProxyServices
+    from interfaces.container import store_env
+    from tests.integration.test_proxy import DOMAINS, build_secrets
+
+    gateway, _ = settled
+    config = gateway.container.config
+    proxies = ProxyServices(store_env(config, "proxy_services"), merchants=gateway.container.merchants,
+                            secrets=build_secrets(config), sandbox=True, domains=lambda merchant: DOMAINS)
+    try:
+        service = proxies.create_service("acme", "Weather", "backend.test", subdomain="api",
+                                         upstream_auth=("X-Upstream-Key", "upstream-secret-123"))
+        proxies.set_active("acme", str(service.id), False)
+    finally:
+        proxies.close()
+    assert main(["audit", "service", str(service.id), "--json"]) == 0
+    out = capsys.readouterr().out
+    events = [json.loads(line) for line in out.splitlines()]
+    assert len(events) >= 2 and [e["version"] for e in events] == list(range(1, len(events) + 1))
+    assert all(e["id"] == str(service.id) for e in events) and "Weather" in out
+    assert "upstream-secret-123" not in out
+    assert main(["audit", "service", "00000000-0000-0000-0000-000000000000"]) == 1
