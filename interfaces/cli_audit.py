@@ -250,15 +250,16 @@ def add_parser(commands: Any) -> None:
     audit = commands.add_parser("audit", help="the auditor's tools").add_subparsers(dest="action", required=True)
     p = audit.add_parser("payment", help="a payment's events in order, by payment id, idempotency key, "
                                          "transaction signature or payment hash")
-    p.add_argument("handle")
+    p.add_argument("handle", help="payment id, idempotency key (the payment hash), transaction signature or "
+                                  "message hash")
     p.add_argument("--json", action="store_true", help="one JSON object per event and line")
     p.set_defaults(func=_guarded(payment))
     m = audit.add_parser("merchant", help="a merchant account's events in order")
-    m.add_argument("name")
+    m.add_argument("name", help="the merchant's name")
     m.add_argument("--json", action="store_true", help="one JSON object per event and line")
     m.set_defaults(func=_guarded(merchant))
     a = audit.add_parser("service", help="a proxy service's events in order (or any aggregate's, by id)")
-    a.add_argument("id")
+    a.add_argument("id", help="the service's id (or any aggregate's)")
     a.add_argument("--json", action="store_true", help="one JSON object per event and line")
     a.set_defaults(func=_guarded(aggregate))
     r = audit.add_parser("rebuild", help="replay the event store into fresh copies of every read model "

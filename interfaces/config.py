@@ -47,6 +47,8 @@ class Config:
     bind: str = "127.0.0.1:8402"  # `paywarden serve`'s default --bind
     workers: int = 1  # `paywarden serve`'s default --workers
     audit_checkpoint_seconds: int = 60  # the audit log follower signs a checkpoint this often when the log grew
+    audit_signing_key: str = ""  # PRIVATE+KEY+name+keyid+key (sumdb/note signer key); empty: see docs/audit.md
+    audit_origin: str = "paywarden.local/audit"  # the log's name in a sandbox key made on first use
 
     @property
     def sandbox(self) -> bool:
@@ -172,6 +174,25 @@ def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return secrets
 
 
+def _audit_key(env: Mapping[str, str], name: str) -> str:
+    from domain.checkpoint import NoteError, parse_signing_key
+
+    raw = env.get(name, "").strip()
+    if raw:
+        try:
+            parse_signing_key(raw)
+        except NoteError as bad:
+            raise ConfigError(f"{name}: {bad} (make one with `paywarden audit keygen NAME`)") from None
+    return raw
+
+
+def _audit_origin(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = env.get(name, "").strip() or default
+    if any(c.isspace() or c == "+" for c in raw):
+        raise ConfigError(f"{name} is a log name without spaces or '+', like paywarden.example.com/audit; got {raw!r}")
+    return raw
+
+
 def load_config(env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     mode = env.get("PAYWARDEN_MODE", "sandbox").strip() or "sandbox"
@@ -209,5 +230,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         bind=_bind(env, "PAYWARDEN_BIND", "127.0.0.1:8402"),
         workers=_int(env, "PAYWARDEN_WORKERS", 1, minimum=1),
         audit_checkpoint_seconds=_int(env, "PAYWARDEN_AUDIT_CHECKPOINT_SECONDS", 60, minimum=1),
+        audit_signing_key=_audit_key(env, "PAYWARDEN_AUDIT_SIGNING_KEY"),
+        audit_origin=_audit_origin(env, "PAYWARDEN_AUDIT_ORIGIN", "paywarden.local/audit"),
     )
 

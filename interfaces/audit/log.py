@@ -13,7 +13,6 @@ verifier key) and `leaves.txt` (the leaf hashes the log recorded, hex, used only
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,7 +33,6 @@ from interfaces.container import build_view
 from projections.audit_log import AuditLogView, SqliteAuditLogView
 
 BATCH = 500
-DEFAULT_ORIGIN = "paywarden.local/audit"
 log = logging.getLogger("paywarden.audit")
 
 
@@ -65,8 +63,8 @@ class AuditLog:
         return self.readers
 
     def signer(self) -> CheckpointSigner:
-        origin = os.environ.get("PAYWARDEN_AUDIT_ORIGIN", "").strip() or DEFAULT_ORIGIN
-        return load_signer(os.environ, self.config.data_dir, sandbox=self.config.sandbox, origin=origin)
+        return load_signer(self.config.audit_signing_key, self.config.data_dir, sandbox=self.config.sandbox,
+                           origin=self.config.audit_origin)
 
     def close(self) -> None:
         for app in self.readers.values():

@@ -7,7 +7,6 @@ one is made in the data directory (`audit-signing.key`, mode 0600) on first use.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,9 +71,9 @@ def ed25519_verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
     return True
 
 
-def load_signer(env: Mapping[str, str], data_dir: Path, *, sandbox: bool, origin: str) -> CheckpointSigner:
+def load_signer(encoded: str, data_dir: Path, *, sandbox: bool, origin: str) -> CheckpointSigner:
     """The configured key; in sandbox mode a key kept in the data directory, made on first use."""
-    encoded = env.get(SIGNING_KEY_VARIABLE, "").strip()
+    encoded = encoded.strip()
     if encoded:
         try:
             return CheckpointSigner.parse(encoded)

@@ -61,6 +61,9 @@ def bad_values(tmp: Path) -> dict[str, str]:
         "PAYWARDEN_LOG_LEVEL": "loud",
         "PAYWARDEN_BIND": "nowhere",
         "PAYWARDEN_WORKERS": "0",
+        "PAYWARDEN_AUDIT_SIGNING_KEY": "PRIVATE+KEY+nope",
+        "PAYWARDEN_AUDIT_ORIGIN": "two words",
+        "PAYWARDEN_AUDIT_CHECKPOINT_SECONDS": "0",
     }
 
 
