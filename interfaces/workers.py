@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interfaces.container import Container
+from interfaces.followup import follow_up_pending
 from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
 from projections.payment_list import PaymentListProjection
@@ -70,6 +71,9 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
         from interfaces.audit.log import follow as follow_audit_log
 
         threads.append(threading.Thread(target=follow_audit_log, args=(container.config, stop), name="audit-log",
+                                        daemon=True))
+        # Settlements answered `settlement_pending` are carried on to CONFIRMED or FAILED (interfaces/followup.py).
+        threads.append(threading.Thread(target=follow_up_pending, args=(container, stop), name="settlement-followup",
                                         daemon=True))
     for thread in threads:
         thread.start()

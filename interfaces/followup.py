@@ -1,0 +1,42 @@
+"""Pending settlements carried on while nobody waits for them.
+
+A settle answered `settlement_pending` stays SUBMITTED until a settle is retried. In the projection worker this
+follower takes the SUBMITTED payments from the payments read model and calls `Payments.follow_up` on each: the
+identical signed transaction is re-sent while its blockhash lives, a confirmation is recorded (the merchant's next
+settle is then the one success), and an expired or failed one ends FAILED with its reason. `follow_up` takes the
+payment's lock without waiting, so a settle in progress always has precedence.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from interfaces.container import Container
+
+log = logging.getLogger("paywarden.followup")
+
+INTERVAL_SECONDS = 2.0
+BATCH = 200
+
+
+def follow_up_once(container: Container, batch: int = BATCH) -> dict[str, int]:
+    """One pass over the pending settlements; how many ended in each state."""
+    if container.payment_list is None:
+        return {}
+    outcomes: dict[str, int] = {}
+    for row in container.payment_list.get_page(state="SUBMITTED", limit=batch).items:
+        state = container.payments.follow_up(row.idempotency_key)
+        name = state.value if state is not None else "busy"
+        outcomes[name] = outcomes.get(name, 0) + 1
+    return outcomes
+
+
+def follow_up_pending(container: Container, stop: threading.Event, interval: float = INTERVAL_SECONDS) -> None:
+    """Until `stop`: a pass every `interval` seconds; a failing pass (chain or store down) is logged, not fatal."""
+    while not stop.wait(interval):
+        try:
+            if outcomes := follow_up_once(container):
+                log.info("pending settlements followed up", extra={"outcomes": outcomes})
+        except Exception:
+            log.exception("following up pending settlements failed; retrying")

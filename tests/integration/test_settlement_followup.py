@@ -1,0 +1,75 @@
+"""Pending settlements carried on in the background (interfaces/followup.py) on a real LiteSVM chain: a payment
+answered `settlement_pending` is confirmed by the follower and its merchant's next settle is the one success; one
+whose broadcast never landed fails once its blockhash has expired; the identical bytes are what gets re-sent."""
+
+from __future__ import annotations
+
+from application.ports import Confirmation, SignatureStatus
+from domain.codes import Code
+from domain.networks import DEVNET
+from domain.payment import PaymentState
+from interfaces.followup import follow_up_once
+from interfaces.workers import catch_up_all
+from tests.conftest import USDC, Gateway, payment_key
+
+AMOUNT = USDC // 100
+
+
+def pending_settle(gateway: Gateway, body: dict, *, send: bool = True):
+    chain = gateway.container.chains.by_network[DEVNET.caip2]
+    status, real_send = chain.signature_status, chain.send
+    chain.signature_status = lambda signature: SignatureStatus(Confirmation.PENDING)
+    if not send:  # the broadcast is lost on the way: nothing reaches the chain
+        chain.send = lambda transaction: "lost"
+    payments = gateway.container.payments
+    settings = payments._settings
+    payments._settings = type(settings)(confirmation_budget_seconds=0.1, confirmation_poll_seconds=0.05)
+    try:
+        return gateway.post("/settle", body)
+    finally:
+        chain.signature_status, chain.send, payments._settings = status, real_send, settings
+
+
+def state(gateway: Gateway, body: dict) -> PaymentState:
+    return gateway.container.payments.get_payment(payment_key(gateway.container, gateway.api_key, body)).state
+
+
+def test_a_pending_settlement_confirmed_in_the_background_is_answered_success_once(gateway):
+    body = gateway.body()
+    pending = pending_settle(gateway, body)
+    assert (pending.status_code, pending.json["errorReason"]) == (200, Code.SETTLEMENT_PENDING)
+    catch_up_all(gateway.container, ["payment_list"])
+    assert follow_up_once(gateway.container) == {"CONFIRMED": 1}
+    assert state(gateway, body) is PaymentState.CONFIRMED
+    catch_up_all(gateway.container, ["payment_list"])
+    assert follow_up_once(gateway.container) == {}  # nothing pending any more
+    retry = gateway.post("/settle", body)
+    assert (retry.status_code, retry.json["success"]) == (200, True)
+    assert retry.json["transaction"] == pending.json["transaction"]
+    assert gateway.post("/settle", body).json["errorReason"] == Code.DUPLICATE_SETTLEMENT
+    assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == AMOUNT
+
+
+def test_a_lost_broadcast_is_re_sent_identically_and_lands(gateway):
+    body = gateway.body()
+    pending = pending_settle(gateway, body, send=False)
+    assert pending.json["errorReason"] == Code.SETTLEMENT_PENDING
+    assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == 0
+    catch_up_all(gateway.container, ["payment_list"])
+    follow_up_once(gateway.container)  # unseen, blockhash alive: the recorded bytes are sent again
+    assert gateway.sandbox.transaction(pending.json["transaction"]) is not None
+    catch_up_all(gateway.container, ["payment_list"])
+    assert follow_up_once(gateway.container) == {"CONFIRMED": 1}
+    assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == AMOUNT
+
+
+def test_a_broadcast_that_never_landed_fails_once_its_blockhash_expired(gateway):
+    body = gateway.body()
+    pending_settle(gateway, body, send=False)
+    gateway.sandbox.advance(200)  # past the blockhash's lifetime: it can never land now
+    catch_up_all(gateway.container, ["payment_list"])
+    assert follow_up_once(gateway.container) == {"FAILED": 1}
+    failed = gateway.post("/settle", body)
+    assert (failed.status_code, failed.json["errorReason"]) == (400, Code.SUBMISSION_FAILED)
+    assert "expired" in failed.json["errorMessage"]
+    assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == 0
