@@ -130,6 +130,15 @@ class Listings(EventSourcedProjection[UUID]):
         if listing is not None:
             processing_event.collect_events(listing)
 
+    def delist(self, listing: UUID, owner: str) -> None:
+        """The owner's command (console): the catalog drops the listing. Unknown and not-owned read alike."""
+        try:
+            found = self.repository.get(listing)
+        except AggregateNotFoundError:
+            raise ListingOwnershipError(f"no listing {listing}") from None
+        found.delist(owner)
+        self.save(found)
+
     # -- queries ------------------------------------------------------------------------------------------
 
     def get_listing(self, resource: str, method: str) -> DiscoveryListing | None:

@@ -3,7 +3,8 @@
 It is registered by the first approved payment that carried `extensions.bazaar` for it, and follows later ones:
 their metadata and payment terms replace its own, each network's terms kept apart. The client that registered it
 owns it; a registered account may take over a listing the anonymous identity registered, never the reverse. While
-its owner has discovery turned off, the listing is frozen: it stays as it was and takes no update.
+its owner has discovery turned off, the listing is frozen: it stays as it was and takes no update. Its owner may
+delist it (from the console): the catalog drops it, and later payments for that resource do not list it again.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Change(StrEnum):
     UPDATED = "updated"
     UNCHANGED = "unchanged"
     DISABLED = "disabled"
+    DELISTED = "delisted"
 
 
 class ListingOwnershipError(DomainError):
@@ -64,6 +66,9 @@ class DiscoveryListing(Aggregate):
     class Enabled(Aggregate.Event):
         payment_id: UUID  # the first update taken after the owner turned discovery back on
 
+    class Delisted(Aggregate.Event):
+        owner: str
+
     @staticmethod
     def create_id(resource: str, method: str, **_: Any) -> UUID:
         return listing_id(resource, method)
@@ -73,7 +78,7 @@ class DiscoveryListing(Aggregate):
                  offers: list[dict[str, Any]], payment_id: UUID, verified_at: datetime) -> None:
         self.resource, self.method, self.owner = resource, method, owner
         self.details, self.offers, self.verified_at = details, offers, verified_at
-        self.enabled = True
+        self.enabled, self.delisted = True, False
 
     @classmethod
     def register(cls, resource: str, method: str, owner: str, details: dict[str, Any], offer: dict[str, Any],
@@ -85,6 +90,8 @@ class DiscoveryListing(Aggregate):
                verified_at: datetime, *, discovery_enabled: bool) -> Change:
         if owner != self.owner and not (self.owner == ANONYMOUS_ID and owner != ANONYMOUS_ID):
             raise ListingOwnershipError(f"{self.method} {self.resource} is listed by another account")
+        if self.delisted:
+            return Change.DELISTED
         if not discovery_enabled:
             if self.enabled:
                 self._disable(payment_id=payment_id)
@@ -110,6 +117,17 @@ class DiscoveryListing(Aggregate):
     @event(Enabled)
     def _enable(self, payment_id: UUID) -> None:
         self.enabled = True
+
+    def delist(self, owner: str) -> None:
+        """Only its owner delists a listing; the anonymous identity has no console to do it from."""
+        if owner != self.owner or owner == ANONYMOUS_ID:
+            raise ListingOwnershipError(f"{self.method} {self.resource} is not yours")
+        if not self.delisted:
+            self._delist(owner=owner)
+
+    @event(Delisted)
+    def _delist(self, owner: str) -> None:
+        self.delisted = True
 
 
 def merge_offers(offers: list[dict[str, Any]], offer: dict[str, Any]) -> list[dict[str, Any]]:

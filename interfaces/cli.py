@@ -9,7 +9,6 @@ import threading
 from collections.abc import Sequence
 
 from application.merchants import MerchantError
-from domain.networks import DEVNET, KeyEnv
 from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
 from interfaces.config import ConfigError, default_data_dir, load_config
@@ -27,61 +26,6 @@ def _container():
         if refused is None:
             raise
         raise refused from None
-
-
-def merchant_create(args: argparse.Namespace) -> int:
-    c = _container()
-    merchant = c.merchants.register(args.name)
-    if not args.no_devnet:
-        c.merchants.enable_capability(args.name, DEVNET.caip2)
-    c.refresh_accounts()
-    print(f"merchant {merchant.name} created ({merchant.id})")
-    return 0
-
-
-def merchant_rate_limit(args: argparse.Namespace) -> int:
-    c = _container()
-    c.merchants.set_rate_limit(args.name, args.per_minute)
-    c.refresh_accounts()
-    print(f"merchant {args.name}: {args.per_minute} requests per minute per key")
-    return 0
-
-
-def merchant_discovery(args: argparse.Namespace) -> int:
-    c = _container()
-    c.merchants.set_discovery(args.name, args.state == "on")
-    c.refresh_accounts()
-    print(f"merchant {args.name}: discovery {args.state}")
-    return 0
-
-
-def key_create(args: argparse.Namespace) -> int:
-    c = _container()
-    api_key, prefix = c.merchants.create_key(args.merchant, KeyEnv(args.env))
-    c.refresh_accounts()
-    print(api_key)
-    print(f"key {prefix}… created for {args.merchant}; it is shown once, store it now", file=sys.stderr)
-    return 0
-
-
-def key_revoke(args: argparse.Namespace) -> int:
-    c = _container()
-    c.refresh_accounts()
-    merchant = c.accounts.get_merchant_by_prefix(args.prefix)
-    if merchant is None:
-        raise MerchantError(f"no key with prefix {args.prefix}")
-    c.merchants.revoke_key(args.prefix, merchant)
-    c.refresh_accounts()
-    print(f"key {args.prefix}… of {merchant} revoked")
-    return 0
-
-
-def capability_enable(args: argparse.Namespace) -> int:
-    c = _container()
-    c.merchants.enable_capability(args.merchant, args.network, args.asset)
-    c.refresh_accounts()
-    print(f"{args.merchant}: exact on {args.network} enabled")
-    return 0
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -218,35 +162,9 @@ def parser() -> argparse.ArgumentParser:
                    help="print the version and exit")
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    merchant = commands.add_parser("merchant", help="merchant accounts").add_subparsers(dest="action", required=True)
-    create = merchant.add_parser("create", help="register a merchant (devnet USDC enabled)")
-    create.add_argument("name", help="the merchant's name (unique)")
-    create.add_argument("--no-devnet", action="store_true", help="do not enable devnet USDC")
-    create.set_defaults(func=merchant_create)
-    rate = merchant.add_parser("set-rate-limit", help="override one merchant's per-key rate limit")
-    rate.add_argument("name", help="the merchant's name")
-    rate.add_argument("--per-minute", type=int, required=True, help="requests per minute per key")
-    rate.set_defaults(func=merchant_rate_limit)
-    discovery = merchant.add_parser("discovery", help="turn discovery listing on or off")
-    discovery.add_argument("name", help="the merchant's name")
-    discovery.add_argument("state", choices=("on", "off"), help="on: its paid resources are listed; off: frozen")
-    discovery.set_defaults(func=merchant_discovery)
+    from interfaces.cli_merchants import add_commands
 
-    key = commands.add_parser("key", help="API keys").add_subparsers(dest="action", required=True)
-    kc = key.add_parser("create", help="issue an API key (printed once)")
-    kc.add_argument("--merchant", required=True, help="the merchant's name")
-    kc.add_argument("--env", choices=("test", "live"), required=True, help="test (devnet) or live (mainnet)")
-    kc.set_defaults(func=key_create)
-    kr = key.add_parser("revoke", help="revoke an API key by its prefix (pw_test_XXXXXXXX)")
-    kr.add_argument("prefix", help="the key's prefix, pw_test_XXXXXXXX or pw_live_XXXXXXXX")
-    kr.set_defaults(func=key_revoke)
-
-    capability = commands.add_parser("capability", help="capabilities").add_subparsers(dest="action", required=True)
-    ce = capability.add_parser("enable", help="enable exact payments on a network (and asset) for a merchant")
-    ce.add_argument("--merchant", required=True, help="the merchant's name")
-    ce.add_argument("--network", required=True, help="CAIP-2 id, e.g. " + DEVNET.caip2)
-    ce.add_argument("--asset", help="token mint (default: the network's USDC)")
-    ce.set_defaults(func=capability_enable)
+    add_commands(commands, _container)  # merchant, key, capability, domain
 
     s = commands.add_parser("serve", help="run the API under gunicorn with gevent workers")
     s.add_argument("--bind", help="HOST:PORT (default PAYWARDEN_BIND, else 127.0.0.1:8402)")

@@ -49,6 +49,11 @@ class Config:
     audit_checkpoint_seconds: int = 60  # the audit log follower signs a checkpoint this often when the log grew
     audit_signing_key: str = ""  # PRIVATE+KEY+name+keyid+key (sumdb/note signer key); empty: see docs/audit.md
     audit_origin: str = "paywarden.local/audit"  # the log's name in a sandbox key made on first use
+    # The merchant console (docs/console.md)
+    console_url: str = ""  # its public address: password links, the Origin check; empty: http://127.0.0.1:8404
+    service_domains: tuple[str, ...] = ()  # the service's own domains: no merchant may claim them
+    blocked_domains: tuple[str, ...] = ()  # the operator's list of domains no merchant may claim
+    dns_nameservers: tuple[str, ...] = ()  # IP or IP:PORT for domain verification; empty: the system's
 
     @property
     def sandbox(self) -> bool:
@@ -232,5 +237,31 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         audit_checkpoint_seconds=_int(env, "PAYWARDEN_AUDIT_CHECKPOINT_SECONDS", 60, minimum=1),
         audit_signing_key=_audit_key(env, "PAYWARDEN_AUDIT_SIGNING_KEY"),
         audit_origin=_audit_origin(env, "PAYWARDEN_AUDIT_ORIGIN", "paywarden.local/audit"),
+        console_url=_url(env, "PAYWARDEN_CONSOLE_URL", ("http", "https")).rstrip("/"),
+        service_domains=_names(env, "PAYWARDEN_SERVICE_DOMAINS"),
+        blocked_domains=_names(env, "PAYWARDEN_BLOCKED_DOMAINS"),
+        dns_nameservers=_nameservers(env, "PAYWARDEN_DNS_NAMESERVERS"),
     )
 
+
+def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    names = tuple(n.strip().rstrip(".").lower() for n in env.get(name, "").split(",") if n.strip())
+    for entry in names:
+        if not all(part and part.replace("-", "").isalnum() for part in entry.split(".")):
+            raise ConfigError(f"{name} must be comma-separated domain names, got {entry!r}")
+    return names
+
+
+def _nameservers(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    import ipaddress
+
+    servers = tuple(s.strip() for s in env.get(name, "").split(",") if s.strip())
+    for server in servers:
+        host, _, port = server.rpartition(":") if server.count(":") == 1 else (server, "", "")
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ConfigError(f"{name} must be comma-separated IP or IP:PORT, got {server!r}") from None
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigError(f"{name} has a bad port in {server!r}")
+    return servers

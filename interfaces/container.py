@@ -12,7 +12,7 @@ from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 
 from application.listings import Listings, Resolver, StoredPayments
-from application.merchants import Merchants
+from application.merchants import Merchants, MerchantSettings
 from application.payments import Payments, Settings
 from application.ports import Chain, ResultCache
 from application.proxy_services import ProxyServices
@@ -27,6 +27,7 @@ from interfaces.resolver import GetaddrinfoResolver
 from interfaces.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
+from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
 from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.runner import catch_up
 from projections.webhooks import SqliteWebhooksView, WebhooksView
@@ -132,10 +133,15 @@ class Container:
     webhooks_view: WebhooksView | None = None  # their read model and the outbox (projections/webhooks.py)
     proxies: ProxyServices | None = None  # the transparent proxy's services and routes
     payment_list: PaymentListView | None = None  # the payments read model (console, audit, GET /v1/payments)
+    console: ConsoleView | None = None  # the console read model (keys, logins, domains; last use of keys)
+    key_usage: Any = None  # records the last use of API keys (interfaces/adapters/key_usage.py)
 
     def refresh_accounts(self) -> int:
-        """Bring the accounts view up to date now (the CLI does, so a new key works at once)."""
-        return catch_up(self.merchants, AccountsProjection(self.accounts))
+        """Bring the accounts and console views up to date now (the CLI does, so a new key works at once)."""
+        done = catch_up(self.merchants, AccountsProjection(self.accounts))
+        if self.console is not None:
+            done += catch_up(self.merchants, ConsoleProjection(self.console))
+        return done
 
     def refresh_webhooks(self) -> int:
         """Bring the webhook endpoints table up to date now (the CLI and API read their own writes)."""
@@ -159,6 +165,8 @@ class Container:
             self.proxies.close()
         if self.payment_list is not None:
             self.payment_list.datastore.close()
+        if self.console is not None:
+            self.console.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -182,7 +190,7 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
         store_env(config, "payments"), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
         cache=cache or InProcessResultCache(), clock=SystemClock(), settings=settings,
     )
-    merchants = Merchants(store_env(config, "merchants"))
+    merchants = build_merchants(config, served=frozenset(chains.by_network))
     accounts = build_view(config, "accounts", SqliteAccountsView)
     listings = Listings(store_env(config, "listings"), payments=StoredPayments(payments), discovery=accounts,
                         resolver=resolver or GetaddrinfoResolver(), production=config.discovery_public_only)
@@ -192,9 +200,13 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
                             sandbox=config.sandbox)
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
+    console = build_view(config, "console", SqliteConsoleView)
+    from interfaces.adapters.key_usage import KeyUsage
+
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
                      listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
-                     webhooks_view=webhooks_view, proxies=proxies, payment_list=payment_list)
+                     webhooks_view=webhooks_view, proxies=proxies, payment_list=payment_list, console=console,
+                     key_usage=KeyUsage(console))
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:
@@ -211,3 +223,18 @@ def build_secrets(config: Config) -> BoxedSecrets:
     from interfaces.adapters.secret_box import build_secret_box
 
     return BoxedSecrets(build_secret_box(config))
+
+
+def build_merchants(config: Config, *, served: frozenset[str]) -> Merchants:
+    """The Merchants application with this deployment's rules: served networks, the service's own and the
+    operator's blocked domains, argon2id passwords, DNS/HTTPS domain checks and the Public Suffix List."""
+    from urllib.parse import urlsplit
+
+    from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
+    from interfaces.adapters.passwords import Argon2Hasher
+
+    own = config.service_domains + ((urlsplit(config.console_url).hostname or "",) if config.console_url else ())
+    settings = MerchantSettings(served_networks=served, production=not config.sandbox,
+                                own_domains=tuple(d for d in own if d), blocked_domains=config.blocked_domains)
+    return Merchants(store_env(config, "merchants"), settings=settings, hasher=Argon2Hasher(),
+                     challenges=DnsHttpChallenges(config.dns_nameservers), suffixes=PslSuffixes())

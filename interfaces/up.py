@@ -269,6 +269,7 @@ def _sandbox_merchant(config: Config) -> str:
             container.merchants.enable_capability(SANDBOX_MERCHANT, DEVNET.caip2)
         except MerchantExistsError:
             pass
+        container.merchants.preverify_sandbox_domain(SANDBOX_MERCHANT)  # docs/console.md
         key_file = config.data_dir / "sandbox-api-key"
         container.refresh_accounts()
         if key_file.is_file():

@@ -81,7 +81,7 @@ class AccountsProjection(Projection[AccountsView]):
     name = "accounts"
     topics = tuple(get_topic(cls) for cls in (
         Merchant.Registered, Merchant.KeyIssued, Merchant.KeyRevoked, Merchant.CapabilityEnabled,
-        Merchant.RateLimitSet, Merchant.DiscoveryToggled,
+        Merchant.RateLimitSet, Merchant.DiscoveryToggled, Merchant.CapabilityDisabled,
     ))
 
     @singledispatchmethod
@@ -122,3 +122,9 @@ class AccountsProjection(Projection[AccountsView]):
         with self.view.tracked(tracking) as c:
             c.execute("UPDATE accounts_merchants SET discovery_enabled = ? WHERE merchant_id = ?",
                       (e.enabled, str(e.originator_id)))
+
+    @process_event.register
+    def _(self, e: Merchant.CapabilityDisabled, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("DELETE FROM accounts_capabilities WHERE merchant_id = ? AND network = ? AND scheme = ? "
+                      "AND asset = ?", (str(e.originator_id), e.network, e.scheme, e.asset))

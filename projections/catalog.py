@@ -45,6 +45,9 @@ class CatalogView(SqlView):
         "PRIMARY KEY (listing_id, tag))",
         "CREATE INDEX IF NOT EXISTS catalog_listings_order ON catalog_listings (last_updated DESC, listing_id)",
         "CREATE INDEX IF NOT EXISTS catalog_tags_tag ON catalog_tags (tag, listing_id)",
+        # Who owns each listing (the console's "your listings"); a delisted listing leaves all three tables.
+        "CREATE TABLE IF NOT EXISTS catalog_owners (listing_id TEXT PRIMARY KEY, owner TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS catalog_owners_owner ON catalog_owners (owner, listing_id)",
     )
 
     def get_page(self, kind: str | None, tags: tuple[str, ...], limit: int, offset: int) -> Page:
@@ -66,6 +69,13 @@ class CatalogView(SqlView):
             items = [json.loads(values(row)[0]) for row in c.fetchall()]
         return Page(items, int(total))
 
+    def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any]]]:
+        """(listing id, served item) of each listing `owner` (a client id, `merchant:<uuid>`) owns."""
+        rows = self.rows("SELECT l.listing_id, l.item FROM catalog_listings l JOIN catalog_owners o ON "
+                         "o.listing_id = l.listing_id WHERE o.owner = ? ORDER BY l.last_updated DESC, l.listing_id",
+                         (owner,))
+        return [(r[0], json.loads(r[1])) for r in rows]
+
     def get_rows(self) -> list[tuple[Any, ...]]:
         """Every row with its tags, in id order: what two catalogs are compared by."""
         rows = self.rows("SELECT l.listing_id, l.resource, l.method, l.type, l.last_updated, l.enabled, l.item "
@@ -86,7 +96,7 @@ class CatalogProjection(Projection[CatalogView]):
     name = "catalog"
     topics = tuple(get_topic(cls) for cls in (
         DiscoveryListing.Registered, DiscoveryListing.MetadataUpdated, DiscoveryListing.Disabled,
-        DiscoveryListing.Enabled,
+        DiscoveryListing.Enabled, DiscoveryListing.Delisted,
     ))
 
     @singledispatchmethod
@@ -102,6 +112,7 @@ class CatalogProjection(Projection[CatalogView]):
                       (str(e.originator_id), e.resource, e.method, details.type, timestamp(e.verified_at), True,
                        json.dumps(item(e.resource, e.owner, details, e.offers, e.verified_at))))
             _write_tags(c, str(e.originator_id), details.tags)
+            c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (str(e.originator_id), e.owner))
 
     @process_event.register
     def _(self, e: DiscoveryListing.MetadataUpdated, tracking: Tracking) -> None:
@@ -114,6 +125,8 @@ class CatalogProjection(Projection[CatalogView]):
                        json.dumps(item(resource, e.owner, details, e.offers, e.verified_at)), key))
             c.execute("DELETE FROM catalog_tags WHERE listing_id = ?", (key,))
             _write_tags(c, key, details.tags)
+            c.execute("DELETE FROM catalog_owners WHERE listing_id = ?", (key,))
+            c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
 
     @process_event.register
     def _(self, e: DiscoveryListing.Disabled, tracking: Tracking) -> None:
@@ -124,6 +137,12 @@ class CatalogProjection(Projection[CatalogView]):
     def _(self, e: DiscoveryListing.Enabled, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
             c.execute("UPDATE catalog_listings SET enabled = ? WHERE listing_id = ?", (True, str(e.originator_id)))
+
+    @process_event.register
+    def _(self, e: DiscoveryListing.Delisted, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            for table in ("catalog_tags", "catalog_owners", "catalog_listings"):
+                c.execute(f"DELETE FROM {table} WHERE listing_id = ?", (str(e.originator_id),))
 
 
 def _write_tags(c: Any, key: str, tags: tuple[str, ...]) -> None:

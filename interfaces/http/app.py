@@ -20,7 +20,8 @@ from interfaces.http.requestlog import RequestLogMiddleware
 
 def create_app(container: Container) -> falcon.App:
     served = sorted(container.chains.by_network)
-    authenticator = Authenticator(container.accounts, anonymous=container.config.anonymous, served=served)
+    authenticator = Authenticator(container.accounts, anonymous=container.config.anonymous, served=served,
+                                  usage=container.key_usage)
     config = container.config
     limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)
     failures = FailedAuthLimit(limiter, config.trusted_proxies)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import falcon
 
@@ -22,8 +23,8 @@ class Unauthorized(Exception):
 
 
 class Authenticator:
-    def __init__(self, accounts: AccountsView, *, anonymous: bool, served: Iterable[str]) -> None:
-        self._accounts, self._anonymous = accounts, anonymous
+    def __init__(self, accounts: AccountsView, *, anonymous: bool, served: Iterable[str], usage: Any = None) -> None:
+        self._accounts, self._anonymous, self._usage = accounts, anonymous, usage
         self._public = Client(
             id=ANONYMOUS_ID, registered=False,
             capabilities=frozenset(Capability(n, SCHEME_EXACT, NETWORKS[n].usdc_mint) for n in served),
@@ -49,6 +50,8 @@ class Authenticator:
             raise Unauthorized("invalid_api_key", "unknown API key")
         if record.revoked:
             raise Unauthorized("revoked_api_key", f"API key {record.prefix}… has been revoked")
+        if self._usage is not None:  # the console's "last used", written at most once a minute per key
+            self._usage.touch(record.prefix)
         return Client(
             id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
             capabilities=frozenset(Capability(*c) for c in record.capabilities),

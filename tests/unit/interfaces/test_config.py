@@ -53,3 +53,21 @@ def test_a_malformed_keypair_file_is_a_configuration_error(tmp_path):
     bad.write_text("[1, 2, 3]")
     with pytest.raises(ConfigError, match="not a Solana CLI keypair"):
         build_fee_payers(load_config({"PAYWARDEN_FEE_PAYER_KEYPAIRS": str(bad)}))
+
+
+def test_console_settings_are_read_and_bad_ones_name_their_variable():
+    import pytest as _pytest
+
+    from interfaces.config import ConfigError as _ConfigError
+    from interfaces.config import load_config as _load
+
+    config = _load({"PAYWARDEN_CONSOLE_URL": "https://console.example.com/", "PAYWARDEN_BLOCKED_DOMAINS":
+                    "Evil.example, bad.test.", "PAYWARDEN_DNS_NAMESERVERS": "127.0.0.1:5353,::1"})
+    assert config.console_url == "https://console.example.com"
+    assert config.blocked_domains == ("evil.example", "bad.test")
+    assert config.dns_nameservers == ("127.0.0.1:5353", "::1")
+    for name, bad in (("PAYWARDEN_CONSOLE_URL", "ftp://x"), ("PAYWARDEN_BLOCKED_DOMAINS", "a b.com"),
+                      ("PAYWARDEN_SERVICE_DOMAINS", "x/y"), ("PAYWARDEN_DNS_NAMESERVERS", "dns.example"),
+                      ("PAYWARDEN_DNS_NAMESERVERS", "127.0.0.1:99999")):
+        with _pytest.raises(_ConfigError, match=name):
+            _load({name: bad})

@@ -1,0 +1,248 @@
+"""`paywarden merchant|key|capability|domain …`: the account commands, calling the same application commands as
+the console. Listings read the console view (after bringing it up to date); nothing prints a key's secret except
+`key create`, once."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from application.merchants import MerchantError
+from domain.merchant import KEY_PATTERN, key_prefix
+from domain.networks import DEVNET, KeyEnv
+
+DEFAULT_CONSOLE_URL = "http://127.0.0.1:8404"
+Containers = Callable[[], Any]
+
+
+def password_link(console_url: str, token: str) -> str:
+    return f"{console_url or DEFAULT_CONSOLE_URL}/password?token={token}"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _password(args: argparse.Namespace) -> str | None:
+    if not getattr(args, "password_stdin", False):
+        return None
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def _login(c: Any, name: str, args: argparse.Namespace) -> None:
+    token = c.merchants.add_login(name, args.email, password=_password(args))
+    if token is None:
+        print(f"login {args.email} can log in to {c.config.console_url or DEFAULT_CONSOLE_URL}")
+    else:
+        print(f"login {args.email}: set its password within 7 days at (works once):")
+        print(password_link(c.config.console_url, token))
+
+
+def merchant_create(c: Any, args: argparse.Namespace) -> int:
+    merchant = c.merchants.register(args.name)
+    if not args.no_devnet:
+        c.merchants.enable_capability(args.name, DEVNET.caip2)
+    print(f"merchant {merchant.name} created ({merchant.id})")
+    if args.email:
+        _login(c, args.name, args)
+    c.refresh_accounts()
+    return 0
+
+
+def merchant_add_login(c: Any, args: argparse.Namespace) -> int:
+    _login(c, args.name, args)
+    c.refresh_accounts()
+    return 0
+
+
+def merchant_password_link(c: Any, args: argparse.Namespace) -> int:
+    token = c.merchants.invite(args.email)
+    print(password_link(c.config.console_url, token))
+    print("the previous link of this login no longer works", file=sys.stderr)
+    return 0
+
+
+def merchant_list(c: Any, args: argparse.Namespace) -> int:
+    c.refresh_accounts()
+    rows = [[m.name, m.created_at, "on" if m.discovery_enabled else "off",
+             str(m.rate_limit_per_minute or "default"), str(m.keys), ", ".join(c.console.list_logins(m.merchant_id))]
+            for m in c.console.list_merchants()]
+    _table(rows, ["name", "created", "discovery", "rate/min", "active keys", "logins"])
+    return 0
+
+
+def merchant_rate_limit(c: Any, args: argparse.Namespace) -> int:
+    c.merchants.set_rate_limit(args.name, args.per_minute)
+    c.refresh_accounts()
+    print(f"merchant {args.name}: {args.per_minute} requests per minute per key")
+    return 0
+
+
+def merchant_discovery(c: Any, args: argparse.Namespace) -> int:
+    c.merchants.set_discovery(args.name, args.state == "on")
+    c.refresh_accounts()
+    print(f"merchant {args.name}: discovery {args.state}")
+    return 0
+
+
+def key_create(c: Any, args: argparse.Namespace) -> int:
+    api_key, prefix = c.merchants.create_key(args.merchant, KeyEnv(args.env), label=args.label,
+                                             service=args.service)
+    c.refresh_accounts()
+    print(api_key)
+    print(f"key {prefix}… created for {args.merchant}; it is shown once, store it now", file=sys.stderr)
+    return 0
+
+
+def key_list(c: Any, args: argparse.Namespace) -> int:
+    merchant = c.merchants.get_merchant(args.merchant)
+    c.refresh_accounts()
+    rows = [[k.prefix, k.env, k.label or "-", k.service or "-", k.created_at, k.last_used_at or "never",
+             k.revoked_at or "-"] for k in c.console.list_keys(str(merchant.id))]
+    _table(rows, ["prefix", "env", "label", "service", "created", "last used", "revoked"])
+    return 0
+
+
+def key_revoke(c: Any, args: argparse.Namespace) -> int:
+    given = args.key.strip()
+    prefix = key_prefix(given) if KEY_PATTERN.fullmatch(given) else given
+    c.refresh_accounts()
+    merchant = c.accounts.get_merchant_by_prefix(prefix)
+    if merchant is None:
+        raise MerchantError(f"no key with prefix {prefix}")
+    row = c.console.get_key(str(c.merchants.get_merchant(merchant).id), prefix)
+    if row is not None and row.revoked_at:
+        print(f"key {prefix}… of {merchant} was already revoked at {row.revoked_at}")
+        return 0
+    c.merchants.revoke_key(prefix, merchant)
+    c.refresh_accounts()
+    print(f"key {prefix}… of {merchant} revoked")
+    return 0
+
+
+def capability_enable(c: Any, args: argparse.Namespace) -> int:
+    enabled = c.merchants.enable_capability(args.merchant, args.network, args.asset)
+    for warning in enabled.warnings:
+        print(f"paywarden: warning: {warning}", file=sys.stderr)
+    c.refresh_accounts()
+    print(f"{args.merchant}: exact on {args.network} enabled (capability {enabled.capability_id})")
+    return 0
+
+
+def capability_list(c: Any, args: argparse.Namespace) -> int:
+    merchant = c.merchants.get_merchant(args.merchant)
+    c.refresh_accounts()
+    rows = [[r.id, r.network, r.scheme, r.asset, r.enabled_at] for r in c.console.list_capabilities(str(merchant.id))]
+    _table(rows, ["id", "network", "scheme", "asset", "enabled"])
+    return 0
+
+
+def capability_disable(c: Any, args: argparse.Namespace) -> int:
+    c.merchants.disable_capability(args.merchant, args.id)
+    c.refresh_accounts()
+    print(f"{args.merchant}: capability {args.id} disabled")
+    return 0
+
+
+def domain_add(c: Any, args: argparse.Namespace) -> int:
+    found = c.merchants.add_domain(args.merchant, args.domain)
+    c.refresh_accounts()
+    print(f"domain {found.domain} added (pending). Prove control with either:")
+    print(f"  DNS TXT record  {found.dns_name}  \"{found.dns_value}\"")
+    print(f"  HTTPS file      {found.http_url}  containing {found.token}")
+    print(f"then: paywarden domain verify --merchant {args.merchant} {found.domain}")
+    return 0
+
+
+def domain_verify(c: Any, args: argparse.Namespace) -> int:
+    method = c.merchants.verify_domain(args.merchant, args.domain)
+    c.refresh_accounts()
+    print(f"domain {args.domain} verified ({method})")
+    return 0
+
+
+def domain_list(c: Any, args: argparse.Namespace) -> int:
+    merchant = c.merchants.get_merchant(args.merchant)
+    c.refresh_accounts()
+    rows = [[d.domain, d.status, d.method or "-", d.dns_name, d.dns_value] for d in
+            c.console.list_domains(str(merchant.id))]
+    _table(rows, ["domain", "status", "by", "TXT name", "TXT value"])
+    return 0
+
+
+def domain_remove(c: Any, args: argparse.Namespace) -> int:
+    c.merchants.remove_domain(args.merchant, args.domain)
+    c.refresh_accounts()
+    print(f"domain {args.domain} removed")
+    return 0
+
+
+def add_commands(commands: Any, containers: Containers) -> None:
+    """Register the groups on the `paywarden` parser; each command gets a container from `containers()`."""
+
+    def command(group: Any, name: str, func: Callable[[Any, argparse.Namespace], int], help: str) -> Any:
+        sub = group.add_parser(name, help=help, description=help)
+        sub.set_defaults(func=lambda args: func(containers(), args))
+        return sub
+
+    def login_arguments(p: Any, required: bool) -> None:
+        p.add_argument("--email", required=required, help="owner login: prints a one-time password-setting link")
+        p.add_argument("--password-stdin", action="store_true",
+                       help="read the login's password from the first line of standard input instead")
+
+    merchant = commands.add_parser("merchant", help="merchant accounts").add_subparsers(dest="action", required=True)
+    create = command(merchant, "create", merchant_create, "register a merchant (devnet USDC enabled)")
+    create.add_argument("name", help="lowercase a-z 0-9 . _ -, up to 63 characters")
+    create.add_argument("--no-devnet", action="store_true", help="do not enable devnet USDC")
+    login_arguments(create, required=False)
+    login = command(merchant, "add-login", merchant_add_login, "add an owner login (email) to a merchant")
+    login.add_argument("name", help="the merchant")
+    login_arguments(login, required=True)
+    link = command(merchant, "password-link", merchant_password_link,
+                   "print a new one-time password-setting link for a login (the old one stops working)")
+    link.add_argument("email", help="the login's email")
+    command(merchant, "list", merchant_list, "list merchants: created, discovery, rate limit, keys, logins")
+    rate = command(merchant, "set-rate-limit", merchant_rate_limit, "override one merchant's per-key rate limit")
+    rate.add_argument("name", help="the merchant")
+    rate.add_argument("--per-minute", type=int, required=True, help="requests per minute per key")
+    discovery = command(merchant, "discovery", merchant_discovery, "turn discovery listing on or off")
+    discovery.add_argument("name", help="the merchant")
+    discovery.add_argument("state", choices=("on", "off"), help="on or off")
+
+    key = commands.add_parser("key", help="API keys").add_subparsers(dest="action", required=True)
+    kc = command(key, "create", key_create, "issue an API key (printed once)")
+    kc.add_argument("--merchant", required=True, help="the merchant")
+    kc.add_argument("--env", choices=("test", "live"), required=True,
+                    help="test (devnet) or live (mainnet: refused where mainnet is not served)")
+    kc.add_argument("--label", default="", help="a name to recognise the key by")
+    kc.add_argument("--service", default="", help="the service the key is for")
+    kl = command(key, "list", key_list, "list a merchant's keys: prefix, env, label, created, last used, revoked")
+    kl.add_argument("--merchant", required=True, help="the merchant")
+    kr = command(key, "revoke", key_revoke, "revoke an API key, given whole or by its prefix (pw_test_XXXXXXXX)")
+    kr.add_argument("key", metavar="KEY_OR_PREFIX", help="the whole key or its prefix")
+
+    capability = commands.add_parser("capability", help="capabilities").add_subparsers(dest="action", required=True)
+    ce = command(capability, "enable", capability_enable,
+                 "enable exact payments on a network (and asset) for a merchant")
+    ce.add_argument("--merchant", required=True, help="the merchant")
+    ce.add_argument("--network", required=True, help="CAIP-2 id, e.g. " + DEVNET.caip2)
+    ce.add_argument("--asset", help="token mint, base58 (default: the network's USDC)")
+    cl = command(capability, "list", capability_list, "list a merchant's capabilities and their ids")
+    cl.add_argument("--merchant", required=True, help="the merchant")
+    cd = command(capability, "disable", capability_disable, "disable a capability by its id")
+    cd.add_argument("--merchant", required=True, help="the merchant")
+    cd.add_argument("id", help="the capability id (capability list)")
+
+    domain = commands.add_parser("domain", help="verified domains").add_subparsers(dest="action", required=True)
+    for name, func, text in (("add", domain_add, "claim a domain: prints the DNS record or file to publish"),
+                             ("verify", domain_verify, "check the DNS record or HTTPS file and verify the domain"),
+                             ("remove", domain_remove, "remove a domain")):
+        d = command(domain, name, func, text)
+        d.add_argument("--merchant", required=True, help="the merchant")
+        d.add_argument("domain", help="the domain name, e.g. api.example.com")
+    dl = command(domain, "list", domain_list, "list a merchant's domains and their status")
+    dl.add_argument("--merchant", required=True, help="the merchant")
