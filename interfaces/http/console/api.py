@@ -1,0 +1,288 @@
+"""The console's JSON API under /api/v1: the logged-in merchant's session, keys, capabilities, domains and
+discovery. Each responder loads its body with a schema, calls one application command, refreshes the views and
+answers from the console view; another merchant's object is a 404 like an unknown one."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import falcon
+from marshmallow import EXCLUDE, Schema, fields, validate
+
+from domain.login import normalize_email
+from domain.merchant import UnknownObjectError
+from domain.networks import SCHEME_EXACT, KeyEnv
+from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.security import NotLoggedIn
+from interfaces.http.console.sessions import COOKIE, Session
+from interfaces.http.ratelimit import client_ip
+from projections.console import CapabilityRow, DomainRow, KeyRow
+
+
+class BadCredentials(Exception):
+    """Wrong password and unknown email alike: one answer, after the same work."""
+
+
+class LoginSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    email = fields.String(required=True, validate=validate.Length(max=320))
+    password = fields.String(required=True, validate=validate.Length(max=1024))
+
+
+class KeySchema(Schema):
+    env = fields.String(required=True, validate=validate.OneOf([e.value for e in KeyEnv]))
+    label = fields.String(load_default="", validate=validate.Length(max=100))
+    service = fields.String(load_default="", validate=validate.Length(max=200))
+
+
+class CapabilitySchema(Schema):
+    network = fields.String(required=True)
+    scheme = fields.String(load_default=SCHEME_EXACT, validate=validate.Equal(SCHEME_EXACT))
+    asset = fields.String(required=True)
+
+
+class DomainSchema(Schema):
+    domain = fields.String(required=True, validate=validate.Length(min=1, max=300))
+
+
+class DiscoverySchema(Schema):
+    enabled = fields.Boolean(required=True, truthy={True}, falsy={False})
+
+
+def key_json(row: KeyRow) -> dict[str, Any]:
+    return {"prefix": row.prefix, "env": row.env, "label": row.label, "service": row.service,
+            "createdAt": row.created_at, "lastUsedAt": row.last_used_at, "revokedAt": row.revoked_at}
+
+
+def capability_json(row: CapabilityRow) -> dict[str, Any]:
+    return {"id": row.id, "network": row.network, "scheme": row.scheme, "asset": row.asset,
+            "enabledAt": row.enabled_at}
+
+
+def domain_json(row: DomainRow) -> dict[str, Any]:
+    return {"domain": row.domain, "status": row.status, "method": row.method, "addedAt": row.added_at,
+            "verifiedAt": row.verified_at, "dns": {"name": row.dns_name, "value": row.dns_value},
+            "http": {"url": row.http_url, "body": row.token}}
+
+
+def session_of(req: falcon.Request) -> Session:
+    session = req.context.session
+    if session is None:
+        raise NotLoggedIn()
+    return session
+
+
+def body(req: falcon.Request, schema: Schema) -> dict[str, Any]:
+    return schema.load(req.get_media(default_when_empty={}) or {})
+
+
+class Login:
+    """The one login check, for the API and the login page: throttled per account and IP, no enumeration."""
+
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def __call__(self, req: falcon.Request, resp: falcon.Response, email: str, password: str) -> Session:
+        email, ip = normalize_email(email), client_ip(req, self._c.trusted_proxies)
+        self._c.throttle.check(email, ip)
+        login = self._c.console.get_login(email)
+        if not self._c.verify_password(login.password_hash if login else None, password) or login is None:
+            self._c.throttle.failed(email, ip)
+            raise BadCredentials()
+        session = self._c.sessions.create(login.merchant_id, login.merchant, login.email)
+        resp.set_cookie(COOKIE, session.id, max_age=self._c.sessions.seconds, path="/", http_only=True,
+                        secure=self._c.secure_cookies, same_site="Lax")
+        return session
+
+    def logout(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.context.session is not None:
+            self._c.sessions.end(req.context.session.id)
+        resp.unset_cookie(COOKIE, path="/")
+
+
+class SessionResource:
+    public = csrf_exempt = True  # logging in needs no session; logging out of none is harmless
+
+    def __init__(self, login: Login) -> None:
+        self._login = login
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        credentials = body(req, LoginSchema())
+        session = self._login(req, resp, credentials["email"], credentials["password"])
+        resp.media = {"csrfToken": session.csrf}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._login.logout(req, resp)
+        resp.status = falcon.HTTP_204
+
+
+class MeResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s = session_of(req)
+        merchant = self._c.console.get_merchant(s.merchant_id)
+        resp.media = {"email": s.email, "merchant": s.merchant, "merchantId": s.merchant_id,
+                      "discoveryEnabled": bool(merchant and merchant.discovery_enabled), "csrfToken": s.csrf}
+
+
+class KeysResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"keys": [key_json(k) for k in self._c.console.list_keys(session_of(req).merchant_id)]}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s, command = session_of(req), body(req, KeySchema())
+        api_key, prefix = self._c.merchants.create_key(s.merchant, KeyEnv(command["env"]), label=command["label"],
+                                                       service=command["service"])
+        self._c.refresh()
+        row = self._c.console.get_key(s.merchant_id, prefix)
+        resp.status, resp.media = falcon.HTTP_201, {"key": api_key, **key_json(row)}
+
+
+class KeyResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
+        s = session_of(req)
+        if self._c.console.get_key(s.merchant_id, prefix) is None:  # another merchant's key: unknown
+            raise UnknownObjectError(f"no key {prefix}", field="prefix")
+        self._c.merchants.revoke_key(prefix, s.merchant)
+        self._c.refresh()
+        resp.status = falcon.HTTP_204
+
+
+class CapabilitiesResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        rows = self._c.console.list_capabilities(session_of(req).merchant_id)
+        resp.media = {"capabilities": [capability_json(r) for r in rows]}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s, command = session_of(req), body(req, CapabilitySchema())
+        enabled = self._c.merchants.enable_capability(s.merchant, command["network"], command["asset"],
+                                                      command["scheme"])
+        self._c.refresh()
+        row = next(r for r in self._c.console.list_capabilities(s.merchant_id) if r.id == enabled.capability_id)
+        resp.status, resp.media = falcon.HTTP_201, {**capability_json(row), "warnings": enabled.warnings}
+
+
+class CapabilityResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
+        s = session_of(req)
+        self._c.merchants.disable_capability(s.merchant, cap_id)
+        self._c.refresh()
+        resp.status = falcon.HTTP_204
+
+
+class DomainsResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"domains": [domain_json(d) for d in self._c.console.list_domains(session_of(req).merchant_id)]}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s, command = session_of(req), body(req, DomainSchema())
+        found = self._c.merchants.add_domain(s.merchant, command["domain"])
+        self._c.refresh()
+        resp.status = falcon.HTTP_201
+        resp.media = {"domain": found.domain, "status": "pending", "dns": {"name": found.dns_name,
+                      "value": found.dns_value}, "http": {"url": found.http_url, "body": found.token}}
+
+
+class DomainVerifyResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
+        method = self._c.merchants.verify_domain(session_of(req).merchant, domain)
+        self._c.refresh()
+        resp.media = {"status": "verified", "method": method}
+
+
+class DomainResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
+        self._c.merchants.remove_domain(session_of(req).merchant, domain)
+        self._c.refresh()
+        resp.status = falcon.HTTP_204
+
+
+class DiscoveryResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        merchant = self._c.console.get_merchant(session_of(req).merchant_id)
+        resp.media = {"enabled": bool(merchant and merchant.discovery_enabled)}
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s, command = session_of(req), body(req, DiscoverySchema())
+        self._c.merchants.set_discovery(s.merchant, command["enabled"])
+        self._c.refresh()
+        self.on_get(req, resp)
+
+
+def own_listings(c: Collaborators, merchant_id: str) -> list[dict[str, Any]]:
+    if c.catalog is None:
+        return []
+    return [{"id": listing_id, **item} for listing_id, item in c.catalog.list_owned(f"merchant:{merchant_id}")]
+
+
+def delist(c: Collaborators, merchant_id: str, listing: str) -> None:
+    try:
+        listing_uuid = UUID(listing)
+    except ValueError:
+        raise UnknownObjectError(f"no listing {listing}", field="id") from None
+    if c.listings is None:
+        raise UnknownObjectError(f"no listing {listing}", field="id")
+    c.listings.delist(listing_uuid, f"merchant:{merchant_id}")
+    c.refresh_catalog()
+
+
+class ListingsResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"listings": own_listings(self._c, session_of(req).merchant_id)}
+
+
+class ListingResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
+        delist(self._c, session_of(req).merchant_id, listing_id)
+        resp.status = falcon.HTTP_204
+
+
+def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
+    prefix = "/api/v1"
+    app.add_route(f"{prefix}/session", SessionResource(login))
+    app.add_route(f"{prefix}/me", MeResource(c))
+    app.add_route(f"{prefix}/keys", KeysResource(c))
+    app.add_route(f"{prefix}/keys/{{prefix}}", KeyResource(c))
+    app.add_route(f"{prefix}/capabilities", CapabilitiesResource(c))
+    app.add_route(f"{prefix}/capabilities/{{cap_id}}", CapabilityResource(c))
+    app.add_route(f"{prefix}/domains", DomainsResource(c))
+    app.add_route(f"{prefix}/domains/{{domain}}", DomainResource(c))
+    app.add_route(f"{prefix}/domains/{{domain}}/verify", DomainVerifyResource(c))
+    app.add_route(f"{prefix}/discovery", DiscoveryResource(c))
+    app.add_route(f"{prefix}/listings", ListingsResource(c))
+    app.add_route(f"{prefix}/listings/{{listing_id}}", ListingResource(c))

@@ -1,0 +1,41 @@
+"""`create_app(collaborators) -> falcon.App`: the merchant console (pages and the JSON API under /api/v1)."""
+
+from __future__ import annotations
+
+import falcon
+
+from interfaces.http.console import api, errors
+from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.security import SessionMiddleware
+
+
+class SecurityHeaders:
+    """No framing, no sniffing, no referrer leaks, and only our own scripts, styles and images."""
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: object, ok: bool) -> None:
+        resp.set_header("X-Frame-Options", "DENY")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        resp.set_header("Referrer-Policy", "same-origin")
+        resp.set_header("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'")
+        resp.set_header("Cache-Control", "no-store")
+
+
+def create_app(c: Collaborators) -> falcon.App:
+    app = falcon.App(middleware=[SecurityHeaders(), SessionMiddleware(c.sessions, c.console_url)])
+    app.req_options.strip_url_path_trailing_slash = True
+    app.resp_options.secure_cookies_by_default = c.secure_cookies
+    login = api.Login(c)
+    api.add_routes(app, c, login)
+    errors.register(app)
+    return app
+
+
+def by_listener(api: object, console_bind: str, console: object) -> object:
+    """One WSGI app for a gunicorn with two listeners: requests on the console's port go to the console."""
+    port = console_bind.rpartition(":")[2]
+
+    def dispatch(environ: dict, start_response: object) -> object:
+        app = console if environ.get("SERVER_PORT") == port else api
+        return app(environ, start_response)  # type: ignore[operator]
+
+    return dispatch

@@ -1,0 +1,73 @@
+"""What the console app is built from (`create_app(collaborators)`), and how to build it from a container."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from application.listings import Listings
+from application.merchants import Merchants
+from interfaces.http.console.security import LoginThrottle
+from interfaces.http.console.sessions import RedisSessionStore, Sessions, SqliteSessionStore
+from projections.catalog import CatalogProjection, CatalogView
+from projections.console import ConsoleView
+from projections.runner import catch_up
+
+
+@dataclass
+class Collaborators:
+    merchants: Merchants
+    console: ConsoleView
+    sessions: Sessions
+    throttle: LoginThrottle
+    verify_password: Callable[[str | None, str], bool]
+    refresh: Callable[[], Any]  # brings the console and accounts views up to date after a command
+    catalog: CatalogView | None = None
+    listings: Listings | None = None
+    console_url: str = ""
+    secure_cookies: bool = True
+    trusted_proxies: tuple[str, ...] = ()
+    api_url: str = ""  # the facilitator API, for the pages' examples
+    close: Callable[[], None] = lambda: None
+    fee_payers: Callable[[], list[dict[str, Any]]] = lambda: []  # the overview's fee payer health
+    payments: Any = None  # the overview's payments: `today(merchant_id)`, `latest(merchant_id, n)`; None: not run
+
+    def refresh_catalog(self) -> None:
+        if self.listings is not None and self.catalog is not None:
+            catch_up(self.listings, CatalogProjection(self.catalog))
+
+
+def from_container(container: Any, *, api_url: str = "") -> Collaborators:
+    from interfaces.adapters.passwords import Argon2Hasher
+    from interfaces.container import sqlite_dir
+
+    config = container.config
+    if container.redis is not None:
+        store: Any = RedisSessionStore(container.redis)
+    else:
+        store = SqliteSessionStore(sqlite_dir(config) / "console-sessions.db")
+    hasher = Argon2Hasher()
+    return Collaborators(
+        merchants=container.merchants, console=container.console, sessions=Sessions(store),
+        throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=hasher.verify,
+        refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
+        console_url=config.console_url, secure_cookies=not config.sandbox, trusted_proxies=config.trusted_proxies,
+        api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
+    )
+
+
+def fee_payer_health(container: Any) -> list[dict[str, Any]]:
+    """Each fee payer's SOL balance on each served network: ok, low (under PAYWARDEN_FEE_PAYER_MIN_LAMPORTS)
+    or down (the chain did not answer)."""
+    from interfaces.health import Probes
+
+    rows = []
+    floor = container.config.fee_payer_min_lamports
+    for (network, address), balance in sorted(Probes(container).fee_payer_balances().items()):
+        if isinstance(balance, int):
+            rows.append({"network": network, "address": address, "balance": f"{balance / 10**9:,.3f} SOL",
+                         "health": "ok" if balance >= floor else "low"})
+        else:
+            rows.append({"network": network, "address": address, "balance": "unknown", "health": "down"})
+    return rows
