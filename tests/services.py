@@ -54,3 +54,17 @@ def clean_redis() -> str:
     except redis.RedisError as down:
         unavailable("Redis", down)
     return REDIS
+
+
+CHROMIUM = os.environ.get("PAYWARDEN_TEST_CHROMIUM", "/usr/bin/chromium")
+
+
+def chromium() -> str:
+    """Debian's chromium for Playwright's `executable_path` (installed by .ci/run; never `playwright install`)."""
+    if not os.path.exists(CHROMIUM):
+        unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} is missing (apt-get install -y chromium)"))
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError as missing:
+        unavailable("Playwright for Python", missing)
+    return CHROMIUM

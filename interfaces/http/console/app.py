@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from interfaces.http.console import api, errors
+from interfaces.http.console import api, errors, pages
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import SessionMiddleware
 
@@ -26,6 +26,7 @@ def create_app(c: Collaborators) -> falcon.App:
     app.resp_options.secure_cookies_by_default = c.secure_cookies
     login = api.Login(c)
     api.add_routes(app, c, login)
+    pages.add_routes(app, c, login)
     errors.register(app)
     return app
 

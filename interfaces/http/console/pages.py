@@ -1,0 +1,301 @@
+"""The console's pages: Jinja2 templates rendered from the console view; each form posts to the same application
+command the JSON API calls, and a refused form is shown again with the error beside its field. No JavaScript
+needed (console.js only adds a copy button)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import falcon
+from jinja2 import Environment, PackageLoader, select_autoescape
+from marshmallow import ValidationError
+
+from domain.merchant import MerchantConflictError, MerchantError, UnknownObjectError
+from domain.networks import NETWORKS, USDC_DECIMALS, KeyEnv
+from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
+from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.security import Throttled
+
+STATIC = Path(__file__).parent / "static"
+
+
+def templates() -> Environment:
+    return Environment(loader=PackageLoader("interfaces.http.console", "templates"),
+                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+
+
+def form_of(req: falcon.Request) -> dict[str, str]:
+    media = req.get_media(default_when_empty={}) or {}
+    return {k: (v[-1] if isinstance(v, list) else str(v)) for k, v in media.items()} if isinstance(media, dict) else {}
+
+
+def refusal(failure: Exception) -> tuple[str, dict[str, str], str]:
+    """(status, field errors, page-level problem) of a refused form."""
+    if isinstance(failure, ValidationError):
+        messages = failure.messages if isinstance(failure.messages, dict) else {}
+        return falcon.HTTP_400, {k: " ".join(map(str, v)) if isinstance(v, list) else str(v)
+                                 for k, v in messages.items()}, ""
+    assert isinstance(failure, MerchantError)
+    status = (falcon.HTTP_404 if isinstance(failure, UnknownObjectError) else
+              falcon.HTTP_409 if isinstance(failure, MerchantConflictError) else falcon.HTTP_400)
+    if failure.field and failure.field not in ("prefix", "id", "token"):
+        return status, {failure.field: str(failure)}, ""
+    return status, {}, str(failure)
+
+
+class Page:
+    """Base of the page resources: renders a template with the session and the navigation."""
+
+    template = ""
+    title = ""
+    active = ""
+
+    def __init__(self, c: Collaborators, env: Environment) -> None:
+        self._c, self._env = c, env
+
+    def render(self, req: falcon.Request, resp: falcon.Response, status: str = falcon.HTTP_200,
+               **context: Any) -> None:
+        context.setdefault("errors", {})
+        context.setdefault("form", {})
+        resp.status, resp.content_type = status, falcon.MEDIA_HTML
+        resp.text = self._env.get_template(self.template).render(
+            session=req.context.session, title=self.title, active=self.active, **context)
+
+    def context(self, req: falcon.Request) -> dict[str, Any]:
+        return {}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.render(req, resp, notice=req.get_param("done") and NOTICES.get(req.get_param("done")),
+                    **self.context(req))
+
+    def refused(self, req: falcon.Request, resp: falcon.Response, failure: Exception, form: dict[str, str]) -> None:
+        status, errors, problem = refusal(failure)
+        self.render(req, resp, status, errors=errors, problem=problem, form=form, **self.context(req))
+
+
+NOTICES = {
+    "revoked": "The key is revoked: requests with it are refused from now on.",
+    "enabled": "Capability enabled.",
+    "disabled": "Capability disabled.",
+    "added": "Domain added: publish the record below, then press Verify.",
+    "removed": "Domain removed.",
+    "discovery": "Discovery setting saved.",
+    "delisted": "The listing is removed from the catalog.",
+}
+
+
+class LoginPage(Page):
+    public = csrf_exempt = True
+    template, title = "login.html", "Log in"
+
+    def __init__(self, c: Collaborators, env: Environment, login: Login) -> None:
+        super().__init__(c, env)
+        self._login = login
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.context.session is not None:
+            raise falcon.HTTPSeeOther("/")
+        self.render(req, resp, email="")
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form = form_of(req)
+        try:
+            self._login(req, resp, form.get("email", ""), form.get("password", ""))
+        except BadCredentials:
+            return self.render(req, resp, falcon.HTTP_401, email=form.get("email", ""),
+                               problem="Wrong email or password.")
+        except Throttled as throttled:
+            resp.set_header("Retry-After", str(throttled.retry_after))
+            return self.render(req, resp, falcon.HTTP_429, email=form.get("email", ""),
+                               problem=f"Too many failed logins. Try again in {throttled.retry_after} seconds.")
+        raise falcon.HTTPSeeOther("/")
+
+
+class LogoutPage(Page):
+    public = True
+
+    def __init__(self, c: Collaborators, env: Environment, login: Login) -> None:
+        super().__init__(c, env)
+        self._login = login
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._login.logout(req, resp)
+        raise falcon.HTTPSeeOther("/login")
+
+
+class PasswordPage(Page):
+    public = csrf_exempt = True  # the one-time token in the form is the proof
+    template, title = "password.html", "Set your password"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.render(req, resp, token=req.get_param("token") or "")
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form = form_of(req)
+        try:
+            self._c.merchants.set_password_with_token(form.get("token", ""), form.get("password", ""))
+        except MerchantError as refused:
+            status, errors, problem = refusal(refused)
+            if refused.field == "token":
+                errors = {"token": str(refused)}
+            return self.render(req, resp, status, token=form.get("token", ""), errors=errors, problem=problem)
+        self._c.refresh()
+        self.render(req, resp, done=True)
+
+
+class OverviewPage(Page):
+    template, title, active = "overview.html", "Overview", "/"
+
+    def context(self, req: falcon.Request) -> dict[str, Any]:
+        merchant_id = req.context.session.merchant_id
+        summary = self._c.payments.today(merchant_id) if self._c.payments else None
+        return {
+            "today": summary or {"verifies": "—", "settles": "—", "volume": "—"},
+            "payments": self._c.payments.latest(merchant_id, 10) if self._c.payments else None,
+            "active_keys": sum(1 for k in self._c.console.list_keys(merchant_id) if not k.revoked_at),
+            "fee_payers": self._c.fee_payers(),
+        }
+
+
+class KeysPage(Page):
+    template, title, active = "keys.html", "API keys", "/keys"
+
+    def context(self, req: falcon.Request) -> dict[str, Any]:
+        return {"keys": self._c.console.list_keys(req.context.session.merchant_id)}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form, s = form_of(req), req.context.session
+        try:
+            env = form.get("env", "")
+            if env not in {e.value for e in KeyEnv}:
+                raise MerchantError("choose test or live", field="env")
+            api_key, _ = self._c.merchants.create_key(s.merchant, KeyEnv(env), label=form.get("label", ""),
+                                                      service=form.get("service", ""))
+        except MerchantError as failure:
+            return self.refused(req, resp, failure, form)
+        self._c.refresh()
+        self.render(req, resp, falcon.HTTP_201, new_key=api_key, **self.context(req))
+
+
+class KeyRevokePage(Page):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
+        s = req.context.session
+        if self._c.console.get_key(s.merchant_id, prefix) is None:
+            raise UnknownObjectError(f"no key {prefix}", field="prefix")
+        self._c.merchants.revoke_key(prefix, s.merchant)
+        self._c.refresh()
+        raise falcon.HTTPSeeOther("/keys?done=revoked")
+
+
+class CapabilitiesPage(Page):
+    template, title, active = "capabilities.html", "Capabilities", "/capabilities"
+
+    def context(self, req: falcon.Request) -> dict[str, Any]:
+        served = self._c.merchants.settings.served_networks
+        networks = [{"caip2": n.caip2, "name": n.name, "served": n.caip2 in served} for n in NETWORKS.values()]
+        networks.sort(key=lambda n: (not n["served"], n["name"]))
+        return {"capabilities": self._c.console.list_capabilities(req.context.session.merchant_id),
+                "networks": networks}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form, s = form_of(req), req.context.session
+        try:
+            enabled = self._c.merchants.enable_capability(s.merchant, form.get("network", ""),
+                                                          form.get("asset", "").strip() or None,
+                                                          form.get("scheme", "exact"))
+        except MerchantError as failure:
+            return self.refused(req, resp, failure, form)
+        self._c.refresh()
+        notice = "Capability enabled." + "".join(f" Warning: {w}." for w in enabled.warnings)
+        self.render(req, resp, falcon.HTTP_201, notice=notice, **self.context(req))
+
+
+class CapabilityDisablePage(Page):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
+        self._c.merchants.disable_capability(req.context.session.merchant, cap_id)
+        self._c.refresh()
+        raise falcon.HTTPSeeOther("/capabilities?done=disabled")
+
+
+class DomainsPage(Page):
+    template, title, active = "domains.html", "Domains", "/domains"
+
+    def context(self, req: falcon.Request) -> dict[str, Any]:
+        return {"domains": self._c.console.list_domains(req.context.session.merchant_id)}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form = form_of(req)
+        try:
+            self._c.merchants.add_domain(req.context.session.merchant, form.get("domain", ""))
+        except MerchantError as failure:
+            return self.refused(req, resp, failure, form)
+        self._c.refresh()
+        raise falcon.HTTPSeeOther("/domains?done=added")
+
+
+class DomainVerifyPage(DomainsPage):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:  # type: ignore[override]
+        try:
+            self._c.merchants.verify_domain(req.context.session.merchant, domain)
+        except MerchantConflictError as failure:
+            return self.render(req, resp, falcon.HTTP_409, problem=f"{domain} is not verified yet: {failure}",
+                               **self.context(req))
+        self._c.refresh()
+        self.render(req, resp, notice=f"{domain} is verified.", **self.context(req))
+
+
+class DomainRemovePage(DomainsPage):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:  # type: ignore[override]
+        try:
+            self._c.merchants.remove_domain(req.context.session.merchant, domain)
+        except MerchantConflictError as failure:
+            return self.render(req, resp, falcon.HTTP_409, problem=str(failure), **self.context(req))
+        self._c.refresh()
+        raise falcon.HTTPSeeOther("/domains?done=removed")
+
+
+class DiscoveryPage(Page):
+    template, title, active = "discovery.html", "Discovery", "/discovery"
+
+    def context(self, req: falcon.Request) -> dict[str, Any]:
+        merchant_id = req.context.session.merchant_id
+        merchant = self._c.console.get_merchant(merchant_id)
+        return {"enabled": bool(merchant and merchant.discovery_enabled),
+                "listings": own_listings(self._c, merchant_id)}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        enabled = form_of(req).get("enabled")
+        if enabled not in ("true", "false"):
+            raise MerchantError("enabled must be true or false", field="enabled")
+        self._c.merchants.set_discovery(req.context.session.merchant, enabled == "true")
+        self._c.refresh()
+        raise falcon.HTTPSeeOther("/discovery?done=discovery")
+
+
+class DelistPage(Page):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
+        delist(self._c, req.context.session.merchant_id, listing_id)
+        raise falcon.HTTPSeeOther("/discovery?done=delisted")
+
+
+def usdc(atomic: int) -> str:
+    return f"{atomic / 10**USDC_DECIMALS:,.2f}"
+
+
+def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
+    env = templates()
+    app.add_route("/login", LoginPage(c, env, login))
+    app.add_route("/logout", LogoutPage(c, env, login))
+    app.add_route("/password", PasswordPage(c, env))
+    app.add_route("/", OverviewPage(c, env))
+    app.add_route("/keys", KeysPage(c, env))
+    app.add_route("/keys/{prefix}/revoke", KeyRevokePage(c, env))
+    app.add_route("/capabilities", CapabilitiesPage(c, env))
+    app.add_route("/capabilities/{cap_id}/disable", CapabilityDisablePage(c, env))
+    app.add_route("/domains", DomainsPage(c, env))
+    app.add_route("/domains/{domain}/verify", DomainVerifyPage(c, env))
+    app.add_route("/domains/{domain}/remove", DomainRemovePage(c, env))
+    app.add_route("/discovery", DiscoveryPage(c, env))
+    app.add_route("/listings/{listing_id}/delist", DelistPage(c, env))
+    app.add_static_route("/static", str(STATIC))
