@@ -47,11 +47,14 @@ def serve(args: argparse.Namespace) -> int:
     if args.proxy_bind:
         _check_bind(args.proxy_bind, "the proxy", "--proxy-bind")
     configure_logging()  # the supervisor's lines too are JSON on stderr
-    os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers))
+    os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers),
+                      PAYWARDEN_CONSOLE_BIND=args.console_bind or "")
     argv = [sys.executable, "-m", "interfaces.entry", "gunicorn", "--config", "python:interfaces.gunicorn_conf",
             "interfaces.wsgi:application"]  # interfaces.entry: Ctrl-C while gunicorn boots prints no traceback
     # The proxy is its own gunicorn on its own listener (interfaces/http/proxy/wsgi.py), beside the API.
-    proxy = [("env", f"PAYWARDEN_BIND={args.proxy_bind}", sys.executable, "-m", "interfaces.entry", "gunicorn",
+    # (without the console's listener, which the API's gunicorn holds)
+    proxy = [("env", f"PAYWARDEN_BIND={args.proxy_bind}", "PAYWARDEN_CONSOLE_BIND=", sys.executable, "-m",
+              "interfaces.entry", "gunicorn",
               "--config", "python:interfaces.gunicorn_conf", "interfaces.http.proxy.wsgi:application")
              ] if args.proxy_bind else []
     if args.no_projections and not proxy:  # the operator runs `paywarden project` on its own
@@ -170,6 +173,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--bind", help="HOST:PORT (default PAYWARDEN_BIND, else 127.0.0.1:8402)")
     s.add_argument("--workers", type=int, help="gunicorn worker processes (default PAYWARDEN_WORKERS, else 1)")
     s.add_argument("--proxy-bind", help="also run the transparent proxy on HOST:PORT (e.g. 127.0.0.1:8405)")
+    s.add_argument("--console-bind", metavar="HOST:PORT",
+                   help="also serve the merchant console there (docs/console.md); default: not served")
     s.add_argument("--no-projections", action="store_true",
                    help="do not start the projection and webhook workers (run `paywarden project` and "
                         "`paywarden webhooks` yourself)")

@@ -5,7 +5,9 @@ import os
 from interfaces.config import default_data_dir
 from interfaces.observability import MULTIPROC_ENV, logging_config, mark_worker_dead, metrics_dir, prepare_metrics_dir
 
-bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
+api_bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
+# `serve --console-bind`: the console's listener too (interfaces/wsgi.py routes by listener)
+bind = [api_bind, *filter(None, [os.environ.get("PAYWARDEN_CONSOLE_BIND", "").strip()])]
 workers = int(os.environ.get("PAYWARDEN_WORKERS", "1"))
 worker_class = "gevent"
 worker_connections = 1000
@@ -20,7 +22,7 @@ control_socket_disable = True
 # One JSON object per line on stderr, gunicorn's own messages included (interfaces/observability.py).
 logconfig_dict = logging_config(loglevel)
 # Prometheus multiprocess mode: each worker writes its metrics in this directory, and /metrics sums them.
-os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), bind)))
+os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), api_bind)))
 
 
 def on_starting(server):

@@ -69,6 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8402, help="API port (default 8402)")
     p.add_argument("--rpc-port", type=int, default=8899, help="localnet JSON-RPC port (default 8899)")
     p.add_argument("--demo-port", type=int, default=8403, help="example merchant API port (default 8403)")
+    p.add_argument("--console-port", type=int, default=8404, help="merchant console port (default 8404)")
     p.add_argument("--proxy-port", type=int, default=8405, help="transparent proxy port (default 8405)")
     p.add_argument("--demo-backend-port", type=int, default=8406,
                    help="the plain demo backend behind the proxy, with --demo (default 8406)")
@@ -114,6 +115,9 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
     if sandbox is None:  # an external chain: its faucet (if any) made no token account for the merchant
         _ensure_usdc_account(rpc_url, fee_payer_keys[0], pay_to)
     api_key = _sandbox_merchant(config)
+    from interfaces.sandbox_console import console_login
+
+    console_email, console_password = console_login(config, SANDBOX_MERCHANT)
     base_url = f"http://{args.host}:{args.port}"
     proxy_url = f"http://{args.host}:{args.proxy_port}"
     _spawn(children, lambda: _serve(config, args, rpc_url, fee_payer_paths))
@@ -124,6 +128,8 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
         "merchant": SANDBOX_MERCHANT, "api_key": api_key, "payer": payer, "payer_keypair_path": str(payer_path),
         "pay_to": pay_to, "pay_to_keypair_path": str(pay_to_path), "data_dir": str(config.data_dir),
         "database_url": config.database_url or f"sqlite://{config.data_dir}", "proxy_url": proxy_url,
+        "console_url": f"http://{args.host}:{args.console_port}", "console_email": console_email,
+        "console_password": console_password,
     }
     if args.demo:
         info["demo_url"] = _demo(args, base_url, api_key, pay_to, servers) + "/weather"
@@ -175,7 +181,8 @@ def port_error(host: str, port: int, what: str, option: str, busy: OSError) -> C
 
 def _check_ports(config: Config, args: argparse.Namespace) -> None:
     """Every port `up` needs, checked before anything starts, each failure naming its option."""
-    wanted = [(args.port, "the API", "--port"), (args.proxy_port, "the proxy", "--proxy-port")]
+    wanted = [(args.port, "the API", "--port"), (args.proxy_port, "the proxy", "--proxy-port"),
+              (args.console_port, "the console", "--console-port")]
     if not config.devnet_rpc_url:
         wanted.append((args.rpc_port, "the localnet", "--rpc-port"))
     if args.demo:
@@ -292,7 +299,8 @@ def _serve(config: Config, args: argparse.Namespace, rpc_url: str, keypairs: lis
            "PAYWARDEN_DATA_DIR": str(config.data_dir)}
     env.setdefault("PAYWARDEN_PROXY_URL", f"http://{args.host}:{args.proxy_port}")
     argv = [sys.executable, "-m", "interfaces.entry", "interfaces.cli", "serve", "--bind", f"{args.host}:{args.port}",
-            "--workers", str(args.workers), "--proxy-bind", f"{args.host}:{args.proxy_port}"]
+            "--workers", str(args.workers), "--proxy-bind", f"{args.host}:{args.proxy_port}",
+            "--console-bind", f"{args.host}:{args.console_port}"]
     from interfaces.supervisor import _die_with_parent
 
     # Its own process group (Ctrl-C reaches `up` only); SIGTERM from the kernel should `up` itself be SIGKILLed.

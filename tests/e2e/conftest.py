@@ -51,7 +51,8 @@ def start_stack(paywarden: Path, data_dir: Path) -> Stack:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
     env["PAYWARDEN_DATA_DIR"] = str(data_dir)
     argv = [str(paywarden), "up", "--json", "--demo", "--port", str(free_port()), "--rpc-port", str(free_port()),
-            "--demo-port", str(free_port()), "--proxy-port", str(free_port()), "--demo-backend-port", str(free_port())]
+            "--demo-port", str(free_port()), "--proxy-port", str(free_port()), "--demo-backend-port", str(free_port()),
+            "--console-port", str(free_port())]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
     line = process.stdout.readline()
     if not line:

@@ -37,7 +37,7 @@ def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
 def start_up(env: dict[str, str], *extra: str) -> subprocess.Popen:
     argv = [str(PAYWARDEN), "up", "--json", "--port", str(free_port()), "--rpc-port",
             str(free_port()), "--demo-port", str(free_port()), "--proxy-port", str(free_port()),
-            "--demo-backend-port", str(free_port()), *extra]
+            "--demo-backend-port", str(free_port()), "--console-port", str(free_port()), *extra]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
