@@ -17,6 +17,7 @@ from interfaces.http.app import create_app
 from interfaces.http.console.app import create_app as create_console
 from interfaces.http.console.collaborators import from_container
 from interfaces.localnet import QuietHandler, ThreadingServer
+from interfaces.workers import catch_up_all
 from tests.conftest import make_gateway
 from tests.dnsserver import TxtServer
 from tests.integration.console_helpers import PASSWORD, add_owner
@@ -112,6 +113,19 @@ def test_merchant_logs_in_creates_a_key_uses_it_sees_last_used_and_revokes_it(si
     page.reload()
     assert row.locator(".last-used").inner_text().startswith("20")
     shot(page, "04-key-used")
+
+    # ... and settle with it: the overview counts today's verifications and settlements and the volume
+    answer = httpx.post(api_url + "/settle", json=gateway.body(amount=250_000),
+                        headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    assert answer.status_code == 200 and answer.json()["success"], answer.text
+    catch_up_all(gateway.container, ["merchant_activity"])  # what the projection worker does
+    page.get_by_role("link", name="Overview").click()
+    tiles = page.locator(".tile").all_inner_texts()
+    assert "2\nverifies today" in tiles and "1\nsettles today" in tiles and "0.25\nUSDC settled today" in tiles
+    states = page.locator("td .state").all_inner_texts()
+    assert states[:2] == ["CONFIRMED", "APPROVED"]
+    shot(page, "04b-overview-after-payments")
+    page.get_by_role("link", name="API keys").click()
 
     # Revoke it, confirming; the API answers 401
     row.get_by_text("Revoke…").click()

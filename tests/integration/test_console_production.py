@@ -43,6 +43,13 @@ def test_two_console_workers_share_sessions_logouts_throttling_and_data(workers)
     for client in (on_one, on_two):
         [used] = [k for k in client.request("GET", "/keys").json["keys"] if k["prefix"] == created.json["prefix"]]
         assert used["lastUsedAt"] is not None
+    # the overview's figures come from the merchant_activity read model, in PostgreSQL too
+    from interfaces.workers import catch_up_all
+
+    catch_up_all(gateway.container, ["merchant_activity"])
+    merchant_id = on_one.request("GET", "/me").json["merchantId"]
+    assert gateway.container.activity.today(merchant_id)["verifies"] == 1
+    assert [p.state for p in gateway.container.activity.latest(merchant_id)] == ["APPROVED"]
 
     # a logout on one worker ends the session on both
     assert on_two.request("DELETE", "/session").status_code == 204

@@ -54,6 +54,7 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
         refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, trusted_proxies=config.trusted_proxies,
         api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
+        payments=container.activity,
     )
 
 

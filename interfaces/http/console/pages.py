@@ -12,7 +12,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from marshmallow import ValidationError
 
 from domain.merchant import MerchantConflictError, MerchantError, UnknownObjectError
-from domain.networks import NETWORKS, USDC_DECIMALS, KeyEnv
+from domain.networks import NETWORKS, KeyEnv
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import Throttled
@@ -277,10 +277,6 @@ class DelistPage(Page):
     def on_post(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
         delist(self._c, req.context.session.merchant_id, listing_id)
         raise falcon.HTTPSeeOther("/discovery?done=delisted")
-
-
-def usdc(atomic: int) -> str:
-    return f"{atomic / 10**USDC_DECIMALS:,.2f}"
 
 
 def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
