@@ -3,6 +3,7 @@ Public Suffix List (the `publicsuffixlist` package, which ships its list)."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 
 import dns.exception
@@ -17,7 +18,7 @@ MAX_BODY = 1024
 class DnsHttpChallenges:
     """Implements `DomainChallenges`. `nameservers`: IP or IP:PORT entries; empty: the system's resolvers."""
 
-    def __init__(self, nameservers: Sequence[str] = (), *, verify_tls: bool | str = True) -> None:
+    def __init__(self, nameservers: Sequence[str] = (), *, ca_file: str | None = None) -> None:
         self._resolver = dns.resolver.Resolver(configure=not nameservers)
         if nameservers:
             hosts, ports = [], set()
@@ -28,7 +29,8 @@ class DnsHttpChallenges:
             self._resolver.nameservers = hosts
             self._resolver.port = ports.pop()
         self._resolver.lifetime = TIMEOUT_SECONDS
-        self._verify_tls = verify_tls
+        # the system's trust store, or a given CA (tests)
+        self._tls: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
 
     def txt_records(self, name: str) -> list[str]:
         try:
@@ -43,7 +45,7 @@ class DnsHttpChallenges:
             return None
         try:
             with httpx.stream("GET", url, timeout=TIMEOUT_SECONDS, follow_redirects=False,
-                              verify=self._verify_tls) as answer:
+                              verify=self._tls) as answer:
                 if answer.status_code != 200:
                     return None
                 body = b""
