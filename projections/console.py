@@ -113,20 +113,19 @@ class ConsoleView(SqlView):
 
     # -- queries --------------------------------------------------------------------------------------------
 
-    def list_merchants(self) -> list[MerchantRow]:
+    def list_merchants(self, where: str = "1 = 1", params: tuple[Any, ...] = ()) -> list[MerchantRow]:
         rows = self.rows(
             "SELECT m.merchant_id, m.name, m.created_at, m.discovery_enabled, m.rate_limit, "
             "(SELECT COUNT(*) FROM console_logins l WHERE l.merchant_id = m.merchant_id) AS logins, "
             "(SELECT COUNT(*) FROM console_keys k WHERE k.merchant_id = m.merchant_id AND k.revoked_at IS NULL) "
-            "AS active_keys "
-            "FROM console_merchants m ORDER BY m.name")
+            f"AS active_keys FROM console_merchants m WHERE {where} ORDER BY m.name", params)
         return [MerchantRow(r[0], r[1], r[2], bool(r[3]), r[4], int(r[5]), int(r[6])) for r in rows]
 
     def get_merchant(self, merchant_id: str) -> MerchantRow | None:
-        return next((m for m in self.list_merchants() if m.merchant_id == merchant_id), None)
+        return next(iter(self.list_merchants("m.merchant_id = ?", (merchant_id,))), None)
 
     def get_merchant_by_name(self, name: str) -> MerchantRow | None:
-        return next((m for m in self.list_merchants() if m.name == name), None)
+        return next(iter(self.list_merchants("m.name = ?", (name,))), None)
 
     def get_login(self, email: str) -> LoginRow | None:
         rows = self.rows("SELECT l.email, l.merchant_id, m.name, l.password_hash FROM console_logins l "
@@ -145,7 +144,11 @@ class ConsoleView(SqlView):
         return [KeyRow(*r) for r in rows]
 
     def get_key(self, merchant_id: str, prefix: str) -> KeyRow | None:
-        return next((k for k in self.list_keys(merchant_id) if k.prefix == prefix), None)
+        rows = self.rows(
+            "SELECT k.prefix, k.env, k.label, k.service, k.created_at, u.last_used_at, k.revoked_at "
+            "FROM console_keys k LEFT JOIN console_key_usage u ON u.prefix = k.prefix WHERE k.merchant_id = ? "
+            "AND k.prefix = ?", (merchant_id, prefix))
+        return KeyRow(*rows[0]) if rows else None
 
     def list_capabilities(self, merchant_id: str) -> list[CapabilityRow]:
         rows = self.rows("SELECT id, network, scheme, asset, enabled_at FROM console_capabilities "
