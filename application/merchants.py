@@ -118,7 +118,7 @@ class Merchants(Application):
                  suffixes: PublicSuffixes | None = None, usage: DomainUsage | None = None) -> None:
         super().__init__(env)
         self.settings = settings or MerchantSettings()
-        self._hasher, self._challenges, self._suffixes, self._usage = hasher, challenges, suffixes, usage
+        self._hasher, self._challenges, self._suffixes, self.usage = hasher, challenges, suffixes, usage
 
     # -- accounts and logins --------------------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class Merchants(Application):
     def remove_domain(self, name: str, raw: str) -> None:
         merchant = self.get_merchant(name)
         domain = raw.strip().rstrip(".").lower()
-        if self._usage is not None and self._usage.services_on_domain(str(merchant.id), domain):
+        if self.usage is not None and self.usage.services_on_domain(str(merchant.id), domain):
             raise MerchantConflictError(f"{domain} is used by a proxy service: delete the service first",
                                         field="domain")
         merchant.remove_domain(domain)

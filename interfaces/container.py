@@ -204,6 +204,7 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
                             sandbox=config.sandbox)
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
+    merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed
     console = build_view(config, "console", SqliteConsoleView)
     from interfaces.adapters.key_usage import KeyUsage
 

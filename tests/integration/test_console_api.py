@@ -254,3 +254,14 @@ def test_logout_ends_the_session(acme):
     assert acme.request("DELETE", "/session").status_code == 204
     acme.session = token_session  # the old cookie, replayed
     assert acme.request("GET", "/me").status_code == 401
+
+
+def test_a_domain_a_proxy_service_uses_is_not_removed(gateway, dns, acme):
+    added = acme.request("POST", "/domains", json={"domain": "shop.acme.test"}).json
+    dns.publish(added["dns"]["name"], added["dns"]["value"])
+    assert acme.request("POST", "/domains/shop.acme.test/verify").status_code == 200
+    service = gateway.container.proxies.create_service("acme", "Weather", domain="shop.acme.test", subdomain="api")
+    refused = acme.request("DELETE", "/domains/shop.acme.test")
+    assert refused.status_code == 409 and "proxy service" in refused.json["message"]
+    gateway.container.proxies.delete_service("acme", str(service.id))
+    assert acme.request("DELETE", "/domains/shop.acme.test").status_code == 204
