@@ -95,6 +95,7 @@ class DomainRow:
 
 
 class ConsoleView(SqlView):
+    not_from_events = ("console_key_usage",)  # written by the API, not by events: a rebuild leaves it out
     tables = (
         "CREATE TABLE IF NOT EXISTS console_merchants (merchant_id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, "
         "created_at TEXT NOT NULL, discovery_enabled BOOLEAN NOT NULL, rate_limit INTEGER)",

@@ -138,7 +138,8 @@ def rebuild_all(container: Container, *, check: bool) -> list[Comparison]:
 
 def _sql(name: str, app: Application, projection_class: Any, live: Any, fresh_view: Any,
          check: bool) -> Comparison:
-    tables = [m.group(1) for t in live.tables if (m := TABLE.search(t))]
+    skipped = set(getattr(live, "not_from_events", ()))  # e.g. the console's key last-use times
+    tables = [m.group(1) for t in live.tables if (m := TABLE.search(t)) and m.group(1) not in skipped]
     comparison = Comparison(name)
     for _ in range(ATTEMPTS):
         position = live.max_tracking_id(app.name)
