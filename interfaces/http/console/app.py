@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from interfaces.http.console import api, errors, pages
+from interfaces.http.console import api, errors, pages, webhooks
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import SessionMiddleware
 
@@ -27,6 +27,7 @@ def create_app(c: Collaborators) -> falcon.App:
     login = api.Login(c)
     api.add_routes(app, c, login)
     pages.add_routes(app, c, login)
+    webhooks.add_routes(app, c, pages.templates())
     errors.register(app)
     return app
 

@@ -32,6 +32,7 @@ class Collaborators:
     close: Callable[[], None] = lambda: None
     fee_payers: Callable[[], list[dict[str, Any]]] = lambda: []  # the overview's fee payer health
     payments: Any = None  # the overview's payments: `today(merchant_id)`, `latest(merchant_id, n)`; None: not run
+    webhooks: Any = None  # interfaces.webhook_service.WebhookService; None: no webhook pages or API
 
     def refresh_catalog(self) -> None:
         if self.listings is not None and self.catalog is not None:
@@ -54,8 +55,14 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
         refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, trusted_proxies=config.trusted_proxies,
         api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
-        payments=container.activity,
+        payments=container.activity, webhooks=_webhooks(container),
     )
+
+
+def _webhooks(container: Any) -> Any:
+    from interfaces.webhook_service import WebhookService
+
+    return WebhookService(container) if container.webhooks is not None else None
 
 
 def fee_payer_health(container: Any) -> list[dict[str, Any]]:
