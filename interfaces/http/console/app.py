@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from interfaces.http.console import api, errors, pages, webhooks
+from interfaces.http.console import api, errors, pages, service_pages, services, webhooks
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import SessionMiddleware
 
@@ -26,8 +26,10 @@ def create_app(c: Collaborators) -> falcon.App:
     app.resp_options.secure_cookies_by_default = c.secure_cookies
     login = api.Login(c)
     api.add_routes(app, c, login)
+    services.add_routes(app, c.proxies, c.proxy_url)
     pages.add_routes(app, c, login)
     webhooks.add_routes(app, c, pages.templates())
+    service_pages.add_routes(app, c)
     errors.register(app)
     return app
 

@@ -31,6 +31,8 @@ class Collaborators:
     api_url: str = ""  # the facilitator API, for the pages' examples
     close: Callable[[], None] = lambda: None
     fee_payers: Callable[[], list[dict[str, Any]]] = lambda: []  # the overview's fee payer health
+    proxies: Any = None  # application.proxy_services.ProxyServices: the services and routes API (services.py)
+    proxy_url: str = ""  # the proxy's public address, for gateway URLs
     payments: Any = None  # the overview's payments: `today(merchant_id)`, `latest(merchant_id, n)`; None: not run
     webhooks: Any = None  # interfaces.webhook_service.WebhookService; None: no webhook pages or API
 
@@ -55,7 +57,8 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
         refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, trusted_proxies=config.trusted_proxies,
         api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
-        payments=container.activity, webhooks=_webhooks(container),
+        payments=container.activity, webhooks=_webhooks(container), proxies=container.proxies,
+        proxy_url=config.proxy_url,
     )
 
 

@@ -1,0 +1,167 @@
+"""The console's JSON API for proxy services and their routes (docs/proxy.md), beside the console's own resources.
+
+`POST /api/v1/services` `{"name","domain"?,"subdomain"?,"pathSuffix"?,"port"? (sandbox localhost),
+"upstreamAuth"?:{"header","value"}}` → 201 `{"id","name","type":"Proxy","baseUrl","slug","gatewayUrl","active",…}`;
+`GET /api/v1/services[/{id}]`; `PATCH /api/v1/services/{id}` with any of name, active, domain, subdomain,
+pathSuffix, port, upstreamAuth (null clears it), bodyLimit; `DELETE /api/v1/services/{id}` (409 while routes exist);
+`POST|GET /api/v1/services/{id}/routes`, `DELETE /api/v1/services/{id}/routes/{routeId}`. The upstream credential
+is write-only: answers say only which header carries one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from application.proxy_services import ProxyServices, ServiceNotFoundError, SlugTakenError
+from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
+from domain.routes import RoutePatternError
+from domain.slugs import SlugError
+from interfaces.http.console.api import body, session_of
+from interfaces.http.console.errors import answer
+from interfaces.http.proxy.representation import route_json, service_json
+
+
+class UpstreamAuthSchema(Schema):
+    header = fields.String(required=True, validate=validate.Length(1, 64))
+    value = fields.String(required=True, validate=validate.Length(1, 4096))
+
+
+class ServiceSchema(Schema):
+    name = fields.String(validate=validate.Length(1, 100))
+    domain = fields.String(validate=validate.Length(1, 253))
+    subdomain = fields.String(validate=validate.Length(0, 253))
+    pathSuffix = fields.String(validate=validate.Length(0, 512))  # noqa: N815 - the wire name
+    port = fields.Integer(validate=validate.Range(1, 65535), allow_none=True)
+    upstreamAuth = fields.Nested(UpstreamAuthSchema, allow_none=True)  # noqa: N815
+    active = fields.Boolean()
+    bodyLimit = fields.Integer(validate=validate.Range(1, 10 * 1024 * 1024))  # noqa: N815
+
+
+class NewServiceSchema(ServiceSchema):
+    @validates_schema
+    def _named(self, data: dict[str, Any], **_: Any) -> None:
+        if "name" not in data:
+            raise ValidationError("a service needs a name", "name")
+
+
+class RouteSchema(Schema):
+    method = fields.String(load_default="GET", validate=validate.Length(1, 7))
+    path = fields.String(required=True, validate=validate.Length(1, 512))
+    price = fields.String(required=True, validate=validate.Regexp(r"^[1-9][0-9]{0,15}$"))
+    payTo = fields.String(required=True, validate=validate.Length(32, 44))  # noqa: N815
+    network = fields.String(validate=validate.Length(1, 100))
+    asset = fields.String(validate=validate.Length(32, 44))
+    description = fields.String(validate=validate.Length(0, 500))
+    mimeType = fields.String(validate=validate.Length(0, 100))  # noqa: N815
+    maxTimeoutSeconds = fields.Integer(validate=validate.Range(1, 3600))  # noqa: N815
+    settle = fields.String(validate=validate.OneOf(("after", "before")))
+    bazaar = fields.Dict()
+
+
+class _Base:
+    def __init__(self, proxies: ProxyServices, proxy_url: str) -> None:
+        self._proxies, self._proxy_url = proxies, proxy_url
+
+    def _json(self, service: Any) -> dict[str, Any]:
+        return service_json(service, self._proxy_url)
+
+
+class ServicesResource(_Base):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        merchant = session_of(req).merchant
+        resp.media = {"services": [self._json(s) for s in self._proxies.list_services(merchant)]}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        merchant, command = session_of(req).merchant, body(req, NewServiceSchema())
+        auth = command.get("upstreamAuth")
+        service = self._proxies.create_service(
+            merchant, command["name"], command.get("domain"), command.get("subdomain") or "",
+            command.get("pathSuffix") or "", command.get("port"),
+            upstream_auth=(auth["header"], auth["value"]) if auth else None)
+        resp.status, resp.media = falcon.HTTP_201, self._json(service)
+
+
+class ServiceResource(_Base):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
+        resp.media = self._json(self._proxies.get_service(session_of(req).merchant, service_id))
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
+        merchant, command = session_of(req).merchant, body(req, ServiceSchema())
+        proxies = self._proxies
+        current = proxies.get_service(merchant, service_id)
+        if "name" in command:
+            proxies.rename(merchant, service_id, command["name"])
+        if any(k in command for k in ("domain", "subdomain", "pathSuffix", "port")):
+            base = current.base
+            proxies.change_base_url(merchant, service_id, command.get("domain", base.domain),
+                                    command.get("subdomain", base.subdomain) or "",
+                                    command.get("pathSuffix", base.path_suffix) or "",
+                                    command.get("port", base.port))
+        if "upstreamAuth" in command:
+            auth = command["upstreamAuth"]
+            if auth is None:
+                proxies.clear_upstream_auth(merchant, service_id)
+            else:
+                proxies.set_upstream_auth(merchant, service_id, auth["header"], auth["value"])
+        if "bodyLimit" in command:
+            proxies.set_body_limit(merchant, service_id, command["bodyLimit"])
+        if "active" in command:
+            proxies.set_active(merchant, service_id, command["active"])
+        resp.media = self._json(proxies.get_service(merchant, service_id))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
+        self._proxies.delete_service(session_of(req).merchant, service_id)
+        resp.status = falcon.HTTP_204
+
+
+class RoutesResource(_Base):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
+        service = self._proxies.get_service(session_of(req).merchant, service_id)
+        resp.media = {"routes": [route_json(r) for r in service.routes.values()]}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
+        merchant, command = session_of(req).merchant, body(req, RouteSchema())
+        terms = {name: command[wire] for wire, name in (
+            ("description", "description"), ("mimeType", "mime_type"), ("maxTimeoutSeconds", "max_timeout_seconds"),
+            ("settle", "settle"), ("bazaar", "bazaar")) if wire in command}
+        route = self._proxies.add_route(merchant, service_id, method=command["method"], path=command["path"],
+                                        price=int(command["price"]), pay_to=command["payTo"],
+                                        network_id=command.get("network"), asset=command.get("asset"), **terms)
+        resp.status, resp.media = falcon.HTTP_201, route_json(route)
+
+
+class RouteResource(_Base):
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, service_id: str, route_id: str) -> None:
+        self._proxies.remove_route(session_of(req).merchant, service_id, route_id)
+        resp.status = falcon.HTTP_204
+
+
+def _proxy_error(req: falcon.Request, resp: falcon.Response, ex: ProxyServiceError, params: Any) -> None:
+    if isinstance(ex, ServiceNotFoundError):
+        answer(req, resp, falcon.HTTP_404, "not_found", str(ex))
+    elif isinstance(ex, ProxyServiceConflictError | SlugTakenError):
+        answer(req, resp, falcon.HTTP_409, "conflict", str(ex), ex.field)
+    elif ex.field == "routeId":
+        answer(req, resp, falcon.HTTP_404, "not_found", str(ex))
+    else:
+        answer(req, resp, falcon.HTTP_400, "invalid_request", str(ex), ex.field)
+
+
+def _rule_error(req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any) -> None:
+    answer(req, resp, falcon.HTTP_400, "invalid_request", str(ex), "path" if isinstance(ex, RoutePatternError)
+           else "slug")
+
+
+def add_routes(app: falcon.App, proxies: ProxyServices | None, proxy_url: str) -> None:
+    if proxies is None:
+        return
+    prefix = "/api/v1/services"
+    app.add_route(prefix, ServicesResource(proxies, proxy_url))
+    app.add_route(f"{prefix}/{{service_id}}", ServiceResource(proxies, proxy_url))
+    app.add_route(f"{prefix}/{{service_id}}/routes", RoutesResource(proxies, proxy_url))
+    app.add_route(f"{prefix}/{{service_id}}/routes/{{route_id}}", RouteResource(proxies, proxy_url))
+    app.add_error_handler(ProxyServiceError, _proxy_error)
+    app.add_error_handler((RoutePatternError, SlugError), _rule_error)

@@ -1,0 +1,71 @@
+"""The console's services and routes API (docs/proxy.md) over a real gateway on the sandbox chain."""
+
+from __future__ import annotations
+
+import pytest
+from solders.keypair import Keypair
+
+from tests.conftest import make_gateway
+from tests.integration.console_helpers import ApiClient, add_owner, console_client
+
+PAY_TO = str(Keypair().pubkey())
+
+
+@pytest.fixture
+def gateway(tmp_path, sandbox):
+    gateway = make_gateway(tmp_path, sandbox)
+    add_owner(gateway.container, "acme", "owner@acme.test")
+    add_owner(gateway.container, "beta", "owner@beta.test")
+    yield gateway
+    gateway.container.close()
+
+
+@pytest.fixture
+def console(gateway):
+    return console_client(gateway.container)
+
+
+def logged_in(console, email):
+    client = ApiClient(console)
+    assert client.login(email).status_code == 200
+    return client
+
+
+def test_a_merchant_creates_lists_edits_and_deletes_a_service_with_its_routes(console):
+    acme, beta = logged_in(console, "owner@acme.test"), logged_in(console, "owner@beta.test")
+    created = acme.request("POST", "/services", json={"name": "Local", "domain": "localhost", "port": 9999,
+                                                     "upstreamAuth": {"header": "X-Api-Key", "value": "s3cret-up"}})
+    assert created.status_code == 201
+    service = created.json
+    assert {k: service[k] for k in ("name", "type", "baseUrl", "active")} == {
+        "name": "Local", "type": "Proxy", "baseUrl": "http://localhost:9999", "active": True}
+    assert service["slug"] == "localhost" and service["gatewayUrl"].endswith("/localhost")
+    assert "s3cret-up" not in created.text and service["upstreamAuth"] == {"header": "X-Api-Key", "set": True}
+    sid = service["id"]
+    assert [s["id"] for s in acme.request("GET", "/services").json["services"]] == [sid]
+    assert beta.request("GET", f"/services/{sid}").status_code == 404  # another merchant's is unknown
+    assert beta.request("GET", "/services").json["services"] == []
+
+    route = acme.request("POST", f"/services/{sid}/routes", json={"method": "GET", "path": "/weather/*",
+                                                                  "price": "10000", "payTo": PAY_TO})
+    assert route.status_code == 201 and route.json["price"] == "10000"
+    assert acme.request("GET", f"/services/{sid}/routes").json["routes"][0]["id"] == route.json["id"]
+
+    blocked = acme.request("DELETE", f"/services/{sid}")
+    assert blocked.status_code == 409
+    off = acme.request("PATCH", f"/services/{sid}", json={"active": False, "name": "Local 2"})
+    assert off.status_code == 200 and off.json["active"] is False and off.json["name"] == "Local 2"
+    assert acme.request("DELETE", f"/services/{sid}/routes/{route.json['id']}").status_code == 204
+    assert acme.request("DELETE", f"/services/{sid}").status_code == 204
+    assert acme.request("GET", f"/services/{sid}").status_code == 404
+
+
+def test_bad_service_and_route_input_is_400_with_its_field(console):
+    acme = logged_in(console, "owner@acme.test")
+    unverified = acme.request("POST", "/services", json={"name": "W", "domain": "weather.com"})
+    assert unverified.status_code == 400 and unverified.json["field"] == "domain"
+    sid = acme.request("POST", "/services", json={"name": "L", "domain": "localhost", "port": 9000}).json["id"]
+    bad_price = acme.request("POST", f"/services/{sid}/routes", json={"path": "/x", "price": "0", "payTo": PAY_TO})
+    assert bad_price.status_code == 400 and bad_price.json["field"] == "price"
+    bad_path = acme.request("POST", f"/services/{sid}/routes", json={"path": "x", "price": "5", "payTo": PAY_TO})
+    assert bad_path.status_code == 400 and bad_path.json["field"] == "path"
