@@ -77,6 +77,11 @@ class ProxyServices(Application):
         super().__init__(env)
         self._merchants, self._secrets, self._sandbox, self._domains = merchants, secrets, sandbox, domains
 
+    @property
+    def sandbox(self) -> bool:
+        """Sandbox mode: `http://localhost:<port>` services are allowed."""
+        return self._sandbox
+
     # -- services -----------------------------------------------------------------------------------------
 
     def create_service(self, merchant: str, name: str, domain: str | None = None, subdomain: str = "",

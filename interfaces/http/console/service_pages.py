@@ -56,7 +56,9 @@ class ServicesPage(_ServicePage):
     def context(self, req: falcon.Request) -> dict[str, Any]:
         merchant = self.merchant(req)
         services = [service_json(s, self._c.proxy_url) for s in self._proxies.list_services(merchant)]
-        domains = self._c.console.list_verified_domains(req.context.session.merchant_id)
+        domains = list(self._c.console.list_verified_domains(req.context.session.merchant_id))
+        if self._proxies.sandbox and "localhost" not in domains:
+            domains.append("localhost")  # sandbox: a backend on this machine, http://localhost:<port>
         return {"services": services, "domains": domains}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
