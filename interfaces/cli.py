@@ -220,7 +220,13 @@ def parser() -> argparse.ArgumentParser:
     from interfaces.cli_audit import add_parser as audit_commands
 
     audit_commands(commands)
-    _note_store_in_help(commands, skip={"localnet", "faucet", "bench"})
+
+    from interfaces.bench_reference import add_arguments as reference_arguments
+
+    r = commands.add_parser("bench-reference", help="Paywarden beside the x402 SDK's facilitator, same load")
+    reference_arguments(r)
+    r.set_defaults(func=lambda args: __import__("interfaces.bench_reference").bench_reference.run(args))
+    _note_store_in_help(commands, skip={"localnet", "faucet", "bench", "bench-reference"})
     return p
 
 

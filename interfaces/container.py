@@ -25,6 +25,9 @@ from interfaces.pgstore import is_postgres, postgres_env
 from interfaces.query_cache import QueryCache, RedisQueryCache, TtlCache
 from interfaces.resolver import GetaddrinfoResolver
 from interfaces.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
+from interfaces.sqlitestore import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
+from interfaces.sqlitestore import SYNCHRONOUS as SQLITE_SYNCHRONOUS
+from interfaces.sqlitestore import durable_sends
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
@@ -32,6 +35,8 @@ from projections.merchant_activity import ActivityView, SqliteActivityView
 from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.runner import catch_up
 from projections.webhooks import SqliteWebhooksView, WebhooksView
+
+PAYMENTS_STORE = "payments"
 
 
 def store_env(config: Config, name: str) -> dict[str, str]:
@@ -43,9 +48,11 @@ def store_env(config: Config, name: str) -> dict[str, str]:
     directory = sqlite_dir(config)
     directory.mkdir(parents=True, exist_ok=True)
     return {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "PERSISTENCE_MODULE": SQLITE_FACTORY_TOPIC,
         "SQLITE_DBNAME": str(directory / f"{name}.db"),
         "SQLITE_LOCK_TIMEOUT": "30",
+        # payments: NORMAL, made durable before every broadcast (DurableSends); all else FULL (docs/performance.md)
+        SQLITE_SYNCHRONOUS: "NORMAL" if name == PAYMENTS_STORE else "FULL",
     }
 
 
@@ -178,6 +185,8 @@ class Container:
 def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = None,
           resolver: Resolver | None = None) -> Container:
     chains, sandbox = build_chains(config, sandbox)
+    if not is_postgres(config.database_url):  # the payments store is durable before any broadcast
+        durable_sends(chains, Path(store_env(config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
     instrument_chains(chains)  # chain RPC latency and errors in /metrics
     fee_payers = build_fee_payers(config)
     if sandbox is not None:
@@ -191,7 +200,7 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
         redis = redis_client(config.redis_url)
         locks, cache = RedisLocks(redis), cache or RedisResultCache(redis, filled_by_projection=True)
     payments = Payments(
-        store_env(config, "payments"), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
+        store_env(config, PAYMENTS_STORE), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
         cache=cache or InProcessResultCache(), clock=SystemClock(), settings=settings,
     )
     merchants = build_merchants(config, served=frozenset(chains.by_network))

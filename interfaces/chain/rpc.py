@@ -20,14 +20,14 @@ from solana.rpc.models import TxOpts
 from solders.commitment_config import CommitmentLevel
 from solders.hash import Hash
 from solders.pubkey import Pubkey
-from solders.rpc.config import RpcContextConfig
+from solders.rpc.config import RpcContextConfig, RpcSimulateTransactionConfig
 from solders.rpc.errors import (
     InvalidParamsMessage,
     RpcCustomErrorFieldless,
     SendTransactionPreflightFailureMessage,
 )
-from solders.rpc.requests import GetHealth, IsBlockhashValid
-from solders.rpc.responses import GetHealthResp, IsBlockhashValidResp
+from solders.rpc.requests import GetHealth, IsBlockhashValid, SimulateVersionedTransaction
+from solders.rpc.responses import GetHealthResp, IsBlockhashValidResp, SimulateTransactionResp
 from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 from solders.transaction_status import TransactionConfirmationStatus
@@ -39,6 +39,7 @@ from application.ports import (
     Simulation,
     SubmissionError,
 )
+from interfaces.chain.keepalive import KeepAliveJsonRpc, TransportError
 
 LOOKUP_TABLE_PROGRAM = "AddressLookupTab1e1111111111111111111111111"
 LOOKUP_TABLE_HEADER = 56
@@ -138,6 +139,9 @@ class RpcChain:
             warnings.simplefilter("ignore", DeprecationWarning)
             warnings.simplefilter("ignore", FutureWarning)
             self._client = Client(url, commitment=self._commitment, timeout=timeout)
+        self._lean = KeepAliveJsonRpc(url, timeout=timeout)  # the hot path: simulate (keepalive.py)
+        self._simulate_config = RpcSimulateTransactionConfig(
+            sig_verify=True, commitment=CommitmentLevel.from_string(commitment), replace_recent_blockhash=False)
 
     def simulate(self, transaction: bytes) -> Simulation:
         try:
@@ -145,12 +149,8 @@ class RpcChain:
         except ValueError as exc:
             return Simulation(False, f"invalid transaction: {exc}", "SanitizeFailure")
         try:
-            resp = self._call(
-                lambda: self._client.simulate_transaction(
-                    tx, sig_verify=True, commitment=self._commitment, replace_recent_blockhash=False
-                ),
-                refusable=True,
-            )
+            request = SimulateVersionedTransaction(tx, self._simulate_config)
+            resp = self._call(lambda: self._lean.call(request, SimulateTransactionResp), refusable=True)
         except _Refused as refusal:
             return Simulation(False, refusal.message, refusal.code, refusal.logs)
         result = json.loads(resp.value.to_json())
@@ -230,6 +230,8 @@ class RpcChain:
             raise error from None
         except SolanaRpcException as exc:
             raise ChainUnavailableError(f"chain unreachable: {exc.__cause__ or exc}") from exc
+        except TransportError as exc:
+            raise ChainUnavailableError(f"chain unreachable: {exc}") from exc
         except Exception as exc:  # the response was not the JSON-RPC a validator answers
             raise ChainUnavailableError(f"chain answered nonsense: {exc!r}") from exc
         if not hasattr(resp, "value"):
