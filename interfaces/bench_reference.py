@@ -268,3 +268,9 @@ def _summary(runs: list[dict], args: argparse.Namespace) -> dict[str, Any]:
                      "p99_median_ms": round(statistics.median(r["p99_ms"] for r in mine), 2)}
     out["ratio"] = round(out["paywarden"]["median"] / out["reference"]["median"], 2)
     return out
+
+
+if __name__ == "__main__":  # `python -m interfaces.bench_reference`, the same as `paywarden bench-reference`
+    parser = argparse.ArgumentParser(prog="bench-reference", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    sys.exit(run(parser.parse_args()))

@@ -325,3 +325,19 @@ def test_the_ticker_advances_slots_and_serves_concurrent_clients():
         for thread in threads:
             thread.join()
         assert len(answers) == 80 and all(a["value"]["lastValidBlockHeight"] >= 150 for a in answers)
+
+
+def test_rpc_chain_simulates_over_one_kept_alive_connection_and_reconnects_when_it_drops(net, wallets):
+    import socket
+
+    chain = RpcChain(net.url)
+    assert chain.simulate(bytes(pay(net, wallets, 1))).ok
+    pool = chain._lean._idle  # the hot path's connection pool (interfaces/chain/keepalive.py)
+    assert len(pool) == 1
+    conn, sock = pool[0], pool[0].sock
+    assert chain.simulate(bytes(pay(net, wallets, 2))).ok
+    assert pool == [conn] and conn.sock is sock  # the same TCP connection answered both
+    sock.shutdown(socket.SHUT_RDWR)  # the connection drops: the next simulation retries once on a new one
+    refused = chain.simulate(bytes(pay(net, wallets, 10**12)))  # more than the payer holds
+    assert not refused.ok and refused.error_code == "InstructionError"
+    assert len(pool) == 1 and pool[0] is not conn

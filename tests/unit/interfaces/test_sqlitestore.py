@@ -1,0 +1,98 @@
+"""The embedded store's durability settings: the payments store at synchronous=NORMAL, every other store at FULL,
+and the fsync barrier that runs before any transaction is sent to the chain."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from eventsourcing.persistence import InfrastructureFactory
+from eventsourcing.utils import Environment
+
+from interfaces.config import Config
+from interfaces.container import store_env
+from interfaces.sqlitestore import DurableSends, SQLiteFactory, fsync_database
+
+SYNCHRONOUS = {1: "NORMAL", 2: "FULL"}
+
+
+def synchronous_of(tmp_path: Path, name: str) -> str:
+    factory = InfrastructureFactory.construct(env=Environment(name, store_env(Config(data_dir=tmp_path), name)))
+    assert isinstance(factory, SQLiteFactory)
+    with factory.datastore.transaction(commit=False) as cursor:
+        cursor.execute("PRAGMA synchronous")
+        level = cursor.fetchone()[0]
+    with factory.datastore.transaction(commit=False) as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0].lower() == "wal"
+    return SYNCHRONOUS[level]
+
+
+def test_the_payments_store_commits_at_normal_and_every_other_store_at_full(tmp_path):
+    assert synchronous_of(tmp_path, "payments") == "NORMAL"
+    for name in ("merchants", "accounts", "webhooks", "proxy_services", "listings", "catalog"):
+        assert synchronous_of(tmp_path, name) == "FULL", name
+
+
+def test_an_unknown_synchronous_level_is_refused(tmp_path):
+    env = {**store_env(Config(data_dir=tmp_path), "payments"), "SQLITE_SYNCHRONOUS": "OFF"}
+    with pytest.raises(OSError, match="SQLITE_SYNCHRONOUS must be one of FULL, NORMAL"):
+        InfrastructureFactory.construct(env=Environment("payments", env))
+
+
+class Inner:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def send(self, transaction: bytes) -> str:
+        self.log.append(f"send {transaction.hex()}")
+        return "signature"
+
+    def simulate(self, transaction: bytes) -> str:
+        self.log.append("simulate")
+        return "simulated"
+
+
+def test_a_transaction_is_sent_only_after_the_barrier_returned_and_nothing_else_waits_for_it():
+    log: list[str] = []
+    chain = DurableSends(Inner(log), lambda: log.append("barrier"))
+    assert chain.simulate(b"\x01") == "simulated"
+    assert chain.send(b"\x02") == "signature"
+    assert log == ["simulate", "barrier", "send 02"]
+
+
+def test_a_failing_barrier_sends_nothing():
+    log: list[str] = []
+
+    def barrier() -> None:
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        DurableSends(Inner(log), barrier).send(b"\x03")
+    assert log == []
+
+
+def test_the_barrier_fsyncs_the_wal_and_the_database_file(tmp_path, monkeypatch):
+    db = tmp_path / "payments.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    assert Path(f"{db}-wal").stat().st_size > 0  # the commit sits in the WAL
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    fsync_database(db)()
+    assert synced == [f"{db}-wal", str(db)]
+    conn.close()  # the last connection checkpoints and removes the WAL
+    synced.clear()
+    fsync_database(db)()
+    assert synced == [str(db)]
