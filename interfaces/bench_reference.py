@@ -212,9 +212,7 @@ def run(args: argparse.Namespace) -> int:
             base_url, api_key, rpc_url = up["base_url"], up["api_key"], up["rpc_url"]
 
             kind = _get_json(ref_url + "/supported")["kinds"][0]
-            ref_bodies = sign_payments(ref_payer, per_side, fee_payer=kind["extra"]["feePayer"],
-                                       network=kind["network"], pay_to=ref_pay_to, amount=1000,
-                                       blockhash=Hash.from_string(_get_json(ref_url + "/blockhash")["blockhash"]))
+            ref_fee_payer, ref_network = kind["extra"]["feePayer"], kind["network"]
             status, supported = Api(base_url, api_key, 10).request("GET", "/supported")
             if status != 200:
                 raise RuntimeError(f"Paywarden GET /supported answered {status} {supported}")
@@ -223,24 +221,30 @@ def run(args: argparse.Namespace) -> int:
             pay_to = str(Keypair().pubkey())
             faucet(rpc_url, pay_to, usdc_atomic=1)
             faucet(rpc_url, str(pw_payer.pubkey()), usdc_atomic=1000 * per_side, sol="1")
-            pw_bodies = sign_payments(pw_payer, per_side, fee_payer=kind["extra"]["feePayer"],
-                                      network=kind["network"], pay_to=pay_to, amount=1000,
-                                      blockhash=Hash.from_string(rpc(rpc_url, "getLatestBlockhash")["value"]
-                                                                 ["blockhash"]))
-            print(f"signed {per_side} payments for each; {args.op}, {args.concurrency} clients, "
-                  f"{args.requests} per run, Paywarden with {args.workers} worker(s) on "
+
+            def reference_bodies(count: int) -> list[bytes]:  # signed just before use: blockhashes expire
+                blockhash = Hash.from_string(_get_json(ref_url + "/blockhash")["blockhash"])
+                return sign_payments(ref_payer, count, fee_payer=ref_fee_payer, network=ref_network,
+                                     pay_to=ref_pay_to, amount=1000, blockhash=blockhash)
+
+            def paywarden_bodies(count: int) -> list[bytes]:
+                blockhash = Hash.from_string(rpc(rpc_url, "getLatestBlockhash")["value"]["blockhash"])
+                return sign_payments(pw_payer, count, fee_payer=kind["extra"]["feePayer"], network=kind["network"],
+                                     pay_to=pay_to, amount=1000, blockhash=blockhash)
+
+            print(f"{args.op}, {args.concurrency} clients, {args.requests} payments per run (each signed before "
+                  f"its run), Paywarden with {args.workers} worker(s) on "
                   f"{'PostgreSQL' if up.get('database_url', '').startswith('postgres') else 'the embedded store'}",
                   flush=True)
             if args.warmup:
-                drive(ref_bodies[: args.warmup], base_url=ref_url, api_key="-", op=args.op,
+                drive(reference_bodies(args.warmup), base_url=ref_url, api_key="-", op=args.op,
                       concurrency=args.concurrency, timeout=60, label="warm-up reference")
-                drive(pw_bodies[: args.warmup], base_url=base_url, api_key=api_key, op=args.op,
+                drive(paywarden_bodies(args.warmup), base_url=base_url, api_key=api_key, op=args.op,
                       concurrency=args.concurrency, timeout=60, label="warm-up paywarden")
             runs: list[dict] = []
-            for i in range(args.rounds):
-                chunk = slice(args.warmup + i * args.requests, args.warmup + (i + 1) * args.requests)
-                runs.append(_one_run("reference", ref_bodies[chunk], ref_url, "-", args))
-                runs.append(_one_run("paywarden", pw_bodies[chunk], base_url, api_key, args))
+            for _ in range(args.rounds):
+                runs.append(_one_run("reference", reference_bodies(args.requests), ref_url, "-", args))
+                runs.append(_one_run("paywarden", paywarden_bodies(args.requests), base_url, api_key, args))
         finally:
             for child in reversed(children):
                 _stop(child)
