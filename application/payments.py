@@ -234,10 +234,7 @@ class Payments(Application):
         if request.request_key is None:
             return
         subject = f"{request.client.id}\x1f{request.request_key}"
-        claim = self._claim(ClaimKind.IDEMPOTENCY_KEY, subject)
-        if claim is None:
-            request.claims.append(Claim(kind=ClaimKind.IDEMPOTENCY_KEY, subject=subject, payment_id=str(payment_id)))
-        elif claim.payment_id != str(payment_id):
+        if not self._stake(request, ClaimKind.IDEMPOTENCY_KEY, subject, payment_id):
             raise PaymentRejected(Code.INVALID_PAYLOAD,
                                   f"Idempotency-Key {request.request_key!r} was sent with another payment")
 
@@ -280,12 +277,18 @@ class Payments(Application):
             wanted.append((ClaimKind.MEMO, f"{r.network}\x1f{r.pay_to}\x1f{r.memo}",
                            "a payment to this payTo with this extra.memo already settled"))
         for kind, subject, taken in wanted:
-            claim = self._claim(kind, subject)
-            if claim is None:
-                request.claims.append(Claim(kind=kind, subject=subject, payment_id=str(payment.id)))
-            elif claim.payment_id != str(payment.id):
+            if not self._stake(request, kind, subject, payment.id):
                 return taken
         return None
+
+    def _stake(self, request: _Request, kind: ClaimKind, subject: str, payment_id: UUID) -> bool:
+        """True if `subject` is this payment's: already claimed by it, or a claim added to the request's next
+        save; False if another payment holds it."""
+        claim = self._claim(kind, subject)
+        if claim is None:
+            request.claims.append(Claim(kind=kind, subject=subject, payment_id=str(payment_id)))
+            return True
+        return bool(claim.payment_id == str(payment_id))
 
     def _settled(self, payment: Payment, request: _Request) -> SettleOutcome:
         """A confirmed payment: the first settle to learn it is answered success, later ones by `repeated_settle`."""
