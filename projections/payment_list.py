@@ -81,11 +81,15 @@ class TimelineEvent:
     recorded_at: str
     fields: dict[str, Any]
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "type": self.type, "recordedAt": self.recorded_at, "fields": self.fields}
+
 
 @dataclass(frozen=True)
 class PaymentPage:
     items: list[PaymentRow]
     total: int
+    more: bool = False  # rows follow this page
 
 
 class PaymentListView(SqlView):
@@ -124,8 +128,11 @@ class PaymentListView(SqlView):
         return [TimelineEvent(int(r[0]), r[1], r[2], json.loads(r[3])) for r in rows]
 
     def get_page(self, *, merchant_id: str | None = None, state: str | None = None, network: str | None = None,
-                 since: str | None = None, until: str | None = None, limit: int = 50, offset: int = 0) -> PaymentPage:
-        """Newest first; `since`/`until` bound `received_at` (ISO 8601 UTC, inclusive / exclusive)."""
+                 since: str | None = None, until: str | None = None, limit: int = 50, offset: int = 0,
+                 after: tuple[str, str] | None = None) -> PaymentPage:
+        """Newest first; `since`/`until` bound `received_at` (ISO 8601 UTC, inclusive / exclusive). `after` is the
+        (received_at, payment_id) of the last row of the previous page: a keyset cursor, so payments arriving
+        meanwhile neither repeat nor skip a row; `total` counts the whole filtered list."""
         where, params = ["1 = 1"], []
         for column, value in (("merchant_id", merchant_id), ("state", state), ("network", network)):
             if value is not None:
@@ -138,14 +145,18 @@ class PaymentListView(SqlView):
             where.append("received_at < ?")
             params.append(until)
         condition = " AND ".join(where)
+        page_condition, page_params, size = condition, list(params), max(1, min(limit, MAX_PAGE))
+        if after is not None:
+            page_condition += " AND (received_at < ? OR (received_at = ? AND payment_id > ?))"
+            page_params += [after[0], after[0], after[1]]
         with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
             c.execute(self.sql(f"SELECT COUNT(*) FROM payment_list WHERE {condition}"), tuple(params))
             total = int(values(c.fetchone())[0])
-            c.execute(self.sql(f"SELECT {', '.join(COLUMNS)} FROM payment_list WHERE {condition} "
+            c.execute(self.sql(f"SELECT {', '.join(COLUMNS)} FROM payment_list WHERE {page_condition} "
                                "ORDER BY received_at DESC, payment_id LIMIT ? OFFSET ?"),
-                      (*params, max(1, min(limit, MAX_PAGE)), max(0, offset)))
+                      (*page_params, size + 1, max(0, offset)))
             items = [PaymentRow.from_values(values(r)) for r in c.fetchall()]
-        return PaymentPage(items, total)
+        return PaymentPage(items[:size], total, len(items) > size)
 
     def get_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table in key order: what a rebuilt copy is compared with."""

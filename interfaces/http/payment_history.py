@@ -18,6 +18,4 @@ class PaymentResource:
         row = get_payment_for(self._view, payment_id, client.id) if client.registered else None
         if row is None:
             raise falcon.HTTPNotFound(title="not_found", description=f"no payment {payment_id} of yours")
-        events = [{"version": e.version, "type": e.type, "recordedAt": e.recorded_at, "fields": e.fields}
-                  for e in self._view.get_timeline(payment_id)]
-        resp.media = {**row.as_dict(), "events": events}
+        resp.media = {**row.as_dict(), "events": [e.as_dict() for e in self._view.get_timeline(payment_id)]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from interfaces.http.console import api, errors, pages, service_pages, services, webhooks
+from interfaces.http.console import api, errors, pages, payments, service_pages, services, webhooks
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import SessionMiddleware
 
@@ -30,6 +30,7 @@ def create_app(c: Collaborators) -> falcon.App:
     pages.add_routes(app, c, login)
     webhooks.add_routes(app, c, pages.templates())
     service_pages.add_routes(app, c)
+    payments.add_routes(app, c, pages.templates())
     errors.register(app)
     return app
 

@@ -35,6 +35,7 @@ class Collaborators:
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
     payments: Any = None  # the overview's payments: `today(merchant_id)`, `latest(merchant_id, n)`; None: not run
     webhooks: Any = None  # interfaces.webhook_service.WebhookService; None: no webhook pages or API
+    payment_list: Any = None  # projections.payment_list.PaymentListView: the payments pages and API; None: not run
 
     def refresh_catalog(self) -> None:
         if self.listings is not None and self.catalog is not None:
@@ -58,7 +59,7 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
         console_url=config.console_url, secure_cookies=not config.sandbox, trusted_proxies=config.trusted_proxies,
         api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
         payments=container.activity, webhooks=_webhooks(container), proxies=container.proxies,
-        proxy_url=config.proxy_url,
+        proxy_url=config.proxy_url, payment_list=container.payment_list,
     )
 
 

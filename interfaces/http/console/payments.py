@@ -1,0 +1,195 @@
+"""The auditor's view of the logged-in merchant's payments: the JSON API (`GET /api/v1/payments`,
+`GET /api/v1/payments/{id}`) and the pages `/payments` and `/payments/{id}`.
+
+Both read the payments read model (`projections/payment_list.py`), never an aggregate: the list filtered by state,
+network and date and paged newest first by a keyset cursor, and a payment with its event timeline. Another
+merchant's payment is a 404 like an unknown one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import falcon
+from jinja2 import Environment
+from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
+
+from domain.networks import NETWORKS, USDC_DECIMALS, network
+from interfaces.http.console.api import session_of
+from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.pages import Page
+from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
+
+STATE_NAMES = tuple(STATES.values())
+DEFAULT_PAGE = 50
+
+
+class Moment(fields.Field):
+    """A date (`2026-11-23`, a whole UTC day) or a date-time with its offset (`2026-11-23T10:00:00Z`; without an
+    offset it is UTC). Loaded as (the instant, whether a whole day was given)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> tuple[datetime, bool]:
+        if not isinstance(value, str) or len(value) > 40:
+            raise ValidationError("not a date (YYYY-MM-DD) or an ISO 8601 date-time")
+        try:
+            if len(value) == 10:
+                return datetime.combine(date.fromisoformat(value), time(), UTC), True
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValidationError("not a date (YYYY-MM-DD) or an ISO 8601 date-time") from None
+        return (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)), False
+
+
+class Cursor(fields.Field):
+    """The opaque position after which the next page starts: the last row's (received_at, payment id)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> tuple[str, str]:
+        try:
+            position = json.loads(base64.urlsafe_b64decode(value.encode() + b"=" * (-len(value) % 4)))
+        except (AttributeError, ValueError, binascii.Error):
+            raise ValidationError("not a cursor of this list (use nextCursor as given)") from None
+        if not (isinstance(position, list) and len(position) == 2 and all(isinstance(p, str) for p in position)):
+            raise ValidationError("not a cursor of this list (use nextCursor as given)")
+        return position[0], position[1]
+
+
+def cursor_of(row: PaymentRow) -> str:
+    return base64.urlsafe_b64encode(json.dumps([row.received_at, row.payment_id]).encode()).decode().rstrip("=")
+
+
+class PaymentsQuerySchema(Schema):
+    """The list's filters: `from` is inclusive; `to` is exclusive, and a date there includes that whole day."""
+
+    class Meta:
+        unknown = RAISE
+
+    state = fields.String(validate=validate.OneOf(STATE_NAMES))
+    network = fields.String(validate=validate.OneOf(NETWORKS))
+    since = Moment(data_key="from")
+    until = Moment(data_key="to")
+    cursor = Cursor()
+    limit = fields.Integer(load_default=DEFAULT_PAGE, validate=validate.Range(1, MAX_PAGE))
+
+    @validates_schema
+    def _ordered(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if "since" in data and "until" in data and _until(data["until"]) <= data["since"][0]:
+            raise ValidationError("must be later than from", "to")
+
+
+def _until(value: tuple[datetime, bool]) -> datetime:
+    moment, whole_day = value
+    return moment + timedelta(days=1) if whole_day else moment
+
+
+def query(req: falcon.Request) -> dict[str, Any]:
+    """The validated filters of a request (empty form fields mean "any")."""
+    params = {k: (v[-1] if isinstance(v, list) else v) for k, v in req.params.items() if v not in ("", [])}
+    return PaymentsQuerySchema().load(params)
+
+
+def page_of(view: PaymentListView, merchant_id: str, filters: dict[str, Any]) -> PaymentPage:
+    return view.get_page(
+        merchant_id=merchant_id, state=filters.get("state"), network=filters.get("network"),
+        since=timestamp(filters["since"][0]) if "since" in filters else None,
+        until=timestamp(_until(filters["until"])) if "until" in filters else None,
+        after=filters.get("cursor"), limit=filters["limit"])
+
+
+def view_of(c: Collaborators) -> PaymentListView:
+    if c.payment_list is None:
+        raise falcon.HTTPServiceUnavailable(title="unavailable", description="the payments read model is not run")
+    return c.payment_list
+
+
+def owned(view: PaymentListView, merchant_id: str, payment_id: str) -> PaymentRow:
+    row = view.get_payment(payment_id)
+    if row is None or row.merchant_id != merchant_id:
+        raise falcon.HTTPNotFound(title="not_found", description=f"no payment {payment_id} of yours")
+    return row
+
+
+# -- the JSON API ---------------------------------------------------------------------------------------------------
+
+
+class PaymentsResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        merchant_id, filters = session_of(req).merchant_id, query(req)
+        page = page_of(view_of(self._c), merchant_id, filters)
+        resp.media = {"payments": [row.as_dict() for row in page.items], "total": page.total,
+                      "nextCursor": cursor_of(page.items[-1]) if page.more else None}
+
+
+class PaymentResource:
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
+        view = view_of(self._c)
+        row = owned(view, session_of(req).merchant_id, payment_id)
+        resp.media = {**row.as_dict(), "events": [e.as_dict() for e in view.get_timeline(payment_id)]}
+
+
+# -- the pages ------------------------------------------------------------------------------------------------------
+
+
+def money(row: PaymentRow) -> str:
+    known = network(row.network)
+    if known and known.usdc_mint == row.asset:
+        return f"{row.amount / 10**USDC_DECIMALS:,.{USDC_DECIMALS}f}".rstrip("0").rstrip(".") + " USDC"
+    return f"{row.amount} atomic units of {row.asset}"
+
+
+def network_name(caip2: str) -> str:
+    known = network(caip2)
+    return known.name if known else caip2
+
+
+def shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+class PaymentsPage(Page):
+    template, title, active = "payments.html", "Payments", "/payments"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form = {k: v for k, v in req.params.items() if isinstance(v, str)}
+        context = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values()), "money": money,
+                   "network_name": network_name}
+        try:
+            filters = query(req)
+        except ValidationError as refused:
+            errors = {("from" if k == "since" else "to" if k == "until" else k): " ".join(map(str, v))
+                      for k, v in refused.normalized_messages().items()}
+            return self.render(req, resp, falcon.HTTP_400, errors=errors, payments=None, **context)
+        page = page_of(view_of(self._c), req.context.session.merchant_id, filters)
+        more = {**{k: v for k, v in form.items() if k != "cursor"}, "cursor": cursor_of(page.items[-1])} \
+            if page.more else None
+        filtered = {k: v for k, v in form.items() if k != "cursor"}
+        self.render(req, resp, payments=page.items, total=page.total,
+                    first_url=f"/payments?{urlencode(filtered)}" if "cursor" in filters else None,
+                    next_url=f"/payments?{urlencode(more)}" if more else None, **context)
+
+
+class PaymentDetailPage(Page):
+    template, title, active = "payment.html", "Payment", "/payments"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:  # type: ignore[override]
+        view = view_of(self._c)
+        row = owned(view, req.context.session.merchant_id, payment_id)
+        self.render(req, resp, payment=row, events=view.get_timeline(payment_id), money=money,
+                    network_name=network_name, shown=shown)
+
+
+def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
+    app.add_route("/api/v1/payments", PaymentsResource(c))
+    app.add_route("/api/v1/payments/{payment_id}", PaymentResource(c))
+    app.add_route("/payments", PaymentsPage(c, env))
+    app.add_route("/payments/{payment_id}", PaymentDetailPage(c, env))
