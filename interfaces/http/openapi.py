@@ -22,6 +22,7 @@ from interfaces.http.response_schemas import (
     DiscoveryResponseSchema,
     ErrorSchema,
     HealthSchema,
+    PaymentSchema,
     ReadinessSchema,
     SupportedResponseSchema,
 )
@@ -97,6 +98,13 @@ IDEMPOTENCY_KEY_PARAMETER = {
 }
 
 
+PAYMENT_ID_PARAMETER = {
+    "in": "path", "name": "payment_id", "required": True, "description": "the payment's id (a UUID)",
+    "schema": {"type": "string", "format": "uuid",
+               "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+}
+
+
 def _error(codes: tuple[str, ...]) -> dict[str, Any]:
     return _narrow("Error", error={"enum": list(codes)})
 
@@ -129,14 +137,15 @@ def _version() -> str:
 def build_document(*, anonymous: bool = False) -> dict[str, Any]:
     plugin = MarshmallowPlugin()
     spec = APISpec(title="Paywarden", version=_version(), openapi_version="3.1.0", plugins=[plugin], info={
-        "description": "x402 v2 `exact` payments in USDC on Solana: verify, settle, supported kinds, discovery."})
+        "description": "x402 v2 `exact` payments in USDC on Solana: verify, settle, supported kinds, a payment's "
+                       "history, discovery."})
     plugin.converter.add_attribute_function(_atomic_pattern)  # type: ignore[union-attr]
     spec.components.security_scheme("bearerAuth", {
         "type": "http", "scheme": "bearer", "description": "an API key: pw_live_… (mainnet) or pw_test_… (devnet)"})
     for name, schema in (("PaymentRequest", PaymentRequestSchema), ("VerifyResponse", VerifyResponseSchema),
                          ("SettleResponse", SettleResponseSchema), ("Error", ErrorSchema),
                          ("SupportedResponse", SupportedResponseSchema), ("DiscoveryResponse", DiscoveryResponseSchema),
-                         ("Health", HealthSchema), ("Readiness", ReadinessSchema)):
+                         ("Health", HealthSchema), ("Readiness", ReadinessSchema), ("Payment", PaymentSchema)):
         spec.components.schema(name, schema=schema)
     security = [{"bearerAuth": []}, *([{}] if anonymous else [])]
     body = {"required": True, "content": {"application/json": {"schema": _ref("PaymentRequest")}}}
@@ -153,6 +162,16 @@ def build_document(*, anonymous: bool = False) -> dict[str, Any]:
             "security": security, "parameters": [_query(SupportedQuerySchema)],
             "responses": {"200": _json("supported kinds", _ref("SupportedResponse")),
                           **_common_errors("400", "401", "429", "500")}}})
+    spec.path("/v1/payments/{payment_id}", operations={"get": {
+        "operationId": "getPaymentV1", "summary": "A payment of yours and its event timeline",
+        "description": "From the payments read model, which trails the writers by the projection worker's poll "
+                       "interval (0.2 s): a payment just answered may be 404 for that long.",
+        "security": security, "parameters": [PAYMENT_ID_PARAMETER],
+        "responses": {"200": _json("the payment and every event of it, in order", _ref("Payment")),
+                      "401": _json("no, a malformed, an unknown or a revoked API key", _error(UNAUTHORIZED)),
+                      "404": _json("no payment of yours has this id (another client's is unknown alike)",
+                                   _ref("Error")),
+                      **_common_errors("429", "500")}}})
     spec.path("/discovery/resources", operations={"get": {
         "operationId": "listDiscoveryResources", "summary": "The public catalog of paid resources (cached 60 s)",
         "security": [], "parameters": [_query(DiscoveryQuerySchema)],

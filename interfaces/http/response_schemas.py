@@ -87,3 +87,35 @@ class ReadinessSchema(Schema):
     status = fields.String(required=True, validate=validate.OneOf(("ok", "unavailable")))
     checks = fields.Dict(keys=fields.String(), values=fields.String(), required=True, metadata={
         "description": "event_store, redis, rpc:<network>, fee_payer:<network>:<address> → \"ok\" or why not"})
+
+
+class PaymentEventSchema(Schema):
+    version = fields.Integer(required=True, validate=validate.Range(min=1),
+                             metadata={"description": "the event's position in the payment's history, from 1"})
+    type = fields.String(required=True, metadata={"description": "`Payment.Received`, `Payment.Approved`, …"})
+    recorded_at = fields.String(required=True, data_key="recordedAt",
+                                metadata={"description": "ISO 8601 UTC with microseconds"})
+    fields_ = fields.Dict(required=True, data_key="fields", metadata={"description": "every recorded field"})
+
+
+class PaymentSchema(Schema):
+    """A payment from the payments read model, with its event timeline (GET /v1/payments/{id})."""
+
+    id = fields.String(required=True)
+    state = fields.String(required=True, validate=validate.OneOf(
+        ("RECEIVED", "APPROVED", "REJECTED", "SUBMITTED", "CONFIRMED", "FAILED")))
+    verify_outcome = fields.String(required=True, allow_none=True, data_key="verifyOutcome",
+                                   validate=validate.OneOf(("APPROVED", "REJECTED")))
+    amount = fields.String(required=True, validate=validate.Regexp("^[0-9]{1,20}$"),
+                           metadata={"description": "atomic units (USDC: 6 decimals)"})
+    asset = fields.String(required=True)
+    network = fields.String(required=True)
+    pay_to = fields.String(required=True, data_key="payTo")
+    payer = fields.String(required=True, allow_none=True)
+    transaction = fields.String(required=True, allow_none=True, metadata={"description": "the settlement's signature"})
+    reason = fields.String(required=True, allow_none=True, metadata={"description": "why it was rejected or failed"})
+    idempotency_key = fields.String(required=True, data_key="idempotencyKey")
+    received_at = fields.String(required=True, data_key="receivedAt")
+    updated_at = fields.String(required=True, data_key="updatedAt")
+    settled_at = fields.String(required=True, allow_none=True, data_key="settledAt")
+    events = fields.List(fields.Nested(PaymentEventSchema), required=True)

@@ -1,6 +1,6 @@
 """The OpenAPI document against the real API: schemathesis generates requests from GET /openapi.json (valid and
-invalid ones) for verify, settle, supported and discovery, runs them in-process over a real LiteSVM chain, and
-asserts no 5xx and no status, header, content type or body the document does not allow."""
+invalid ones) for verify, settle, supported, discovery and a payment's history, runs them in-process over a real
+LiteSVM chain, and asserts no 5xx and no status, header, content type or body the document does not allow."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from application.ports import ChainUnavailableError, Confirmation, SignatureStatus
-from domain.networks import DEVNET
+from domain.networks import DEVNET, KeyEnv
 from interfaces.workers import catch_up_all
+from projections.payment_list import list_payments
 from tests.conftest import USDC, Gateway, make_gateway
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
@@ -57,7 +58,8 @@ def contract_gateway(tmp_path: Path, sandbox: Any) -> Iterator[Gateway]:
 
 
 OPERATIONS = [("POST", "/verify"), ("POST", "/v1/verify"), ("POST", "/settle"), ("POST", "/v1/settle"),
-              ("GET", "/supported"), ("GET", "/v1/supported"), ("GET", "/discovery/resources")]
+              ("GET", "/supported"), ("GET", "/v1/supported"), ("GET", "/discovery/resources"),
+              ("GET", "/v1/payments/{payment_id}")]
 # Valid and invalid inputs for each; /healthz and /readyz take no input to make invalid.
 RUNS = [pytest.param(method, path, mode, id=f"{method} {path} {mode.value}")
         for method, path in [*OPERATIONS, ("GET", "/healthz"), ("GET", "/readyz")]
@@ -95,6 +97,40 @@ def test_the_document_is_openapi_3_1_and_documents_every_status_of_the_payment_e
         assert {"bearerAuth": []} in document["paths"][path]["post"]["security"]
     assert set(document["paths"]) >= {"/supported", "/v1/supported", "/discovery/resources", "/healthz", "/readyz"}
     assert document["paths"]["/discovery/resources"]["get"]["security"] == []
+    payment = document["paths"]["/v1/payments/{payment_id}"]["get"]
+    assert set(payment["responses"]) == {"200", "401", "404", "429", "500"}
+    assert {"bearerAuth": []} in payment["security"]
+    assert "events" in document["components"]["schemas"]["Payment"]["required"]
+
+
+def test_a_payments_documented_answers_conform_to_the_document(tmp_path, sandbox):
+    gateway = make_gateway(tmp_path, sandbox)
+    operation = schemathesis.openapi.from_wsgi("/openapi.json", gateway.client.app)["/v1/payments/{payment_id}"]["GET"]
+
+    def answer(payment_id: str, headers: dict[str, str] | None = None) -> Any:
+        case = operation.Case(path_parameters={"payment_id": payment_id})
+        response = case.call(headers=gateway.headers if headers is None else headers)
+        case.validate_response(response, checks=CONFORMANCE)
+        return response
+
+    settled = gateway.post("/settle", gateway.body()).json
+    assert gateway.post("/verify", gateway.body(payTo=str(gateway.payer.pubkey()))).status_code == 400
+    catch_up_all(gateway.container, ["payment_list"])
+    rows = list_payments(gateway.container.payment_list).items
+    confirmed, rejected = (next(r for r in rows if r.state == state) for state in ("CONFIRMED", "REJECTED"))
+    found = answer(confirmed.payment_id)
+    assert found.status_code == 200 and found.json()["transaction"] == settled["transaction"]
+    assert [e["type"] for e in found.json()["events"]][-1] == "Payment.Confirmed"
+    refused = answer(rejected.payment_id)
+    assert refused.status_code == 200 and refused.json()["transaction"] is None and refused.json()["reason"]
+    # another merchant's payment is unknown to this one; a bad key is 401
+    gateway.container.merchants.register("beta")
+    other, _ = gateway.container.merchants.create_key("beta", KeyEnv.TEST)
+    gateway.container.refresh_accounts()
+    assert answer(confirmed.payment_id, headers={"Authorization": f"Bearer {other}"}).status_code == 404
+    assert answer("00000000-0000-0000-0000-000000000000").status_code == 404
+    assert answer(confirmed.payment_id, headers={"Authorization": "Bearer pw_test_" + "0" * 40}).status_code == 401
+    gateway.container.close()
 
 
 @pytest.mark.parametrize("path", ["/verify", "/v1/settle"])
