@@ -31,7 +31,6 @@ from interfaces.sqlitestore import durable_sends
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
-from projections.merchant_activity import ActivityView, SqliteActivityView
 from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.runner import catch_up
 from projections.webhooks import SqliteWebhooksView, WebhooksView
@@ -143,7 +142,6 @@ class Container:
     payment_list: PaymentListView | None = None  # the payments read model (console, audit, GET /v1/payments)
     console: ConsoleView | None = None  # the console read model (keys, logins, domains; last use of keys)
     key_usage: Any = None  # records the last use of API keys (interfaces/adapters/key_usage.py)
-    activity: ActivityView | None = None  # the console overview's payments and daily figures
 
     def refresh_accounts(self) -> int:
         """Bring the accounts and console views up to date now (the CLI does, so a new key works at once)."""
@@ -176,8 +174,6 @@ class Container:
             self.payment_list.datastore.close()
         if self.console is not None:
             self.console.datastore.close()
-        if self.activity is not None:
-            self.activity.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -220,7 +216,7 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
                      listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
                      webhooks_view=webhooks_view, proxies=proxies, payment_list=payment_list, console=console,
-                     key_usage=KeyUsage(console), activity=build_view(config, "merchant_activity", SqliteActivityView))
+                     key_usage=KeyUsage(console))
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:

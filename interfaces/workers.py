@@ -17,7 +17,6 @@ from interfaces.followup import follow_up_pending
 from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
 from projections.console import ConsoleProjection
-from projections.merchant_activity import ActivityProjection
 from projections.payment_list import PaymentListProjection
 from projections.results import ResultCacheProjection
 from projections.runner import catch_up, follow
@@ -35,8 +34,6 @@ class ProjectionSpec:
 PROJECTIONS: dict[str, ProjectionSpec] = {
     "accounts": ProjectionSpec("accounts", lambda c: c.merchants, AccountsProjection, lambda c: c.accounts),
     "console": ProjectionSpec("console", lambda c: c.merchants, ConsoleProjection, lambda c: c.console),
-    "merchant_activity": ProjectionSpec("merchant_activity", lambda c: c.payments, ActivityProjection,
-                                        lambda c: c.activity),
     # Discovery: Listings follows approved payments and records listings; the catalog follows the listings.
     "listings": ProjectionSpec("listings", lambda c: c.payments, lambda listings: listings, lambda c: c.listings),
     "catalog": ProjectionSpec("catalog", lambda c: c.listings, CatalogProjection, lambda c: c.catalog),

@@ -1,6 +1,6 @@
 """The payments read model: one row per payment (merchant, state, amount, asset, network, payTo, payer, on-chain
-transaction, times) and its event timeline, for the console's payments list, `GET /v1/payments/{id}` and the
-auditor's look-ups by handle.
+transaction, times) and its event timeline, for the console's payments pages and overview, `GET /v1/payments/{id}`
+and the auditor's look-ups by handle.
 
 Events are read generically: the state each payment event leads to is named by its class, and fields are read
 with defaults, so events that gain fields (or new payment events, which only advance the tracking) need no change
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -86,6 +86,19 @@ class TimelineEvent:
 
 
 @dataclass(frozen=True)
+class DayFigures:
+    """One merchant's UTC day: verification outcomes (Approved or Rejected, a settle's own check included),
+    settlement outcomes (Confirmed or Failed) and the settled volume (amounts of the Confirmed, atomic units)."""
+
+    verifies: int
+    settles: int
+    settled: int
+
+
+VERIFIES, SETTLES = ("Payment.Approved", "Payment.Rejected"), ("Payment.Confirmed", "Payment.Failed")
+
+
+@dataclass(frozen=True)
 class PaymentPage:
     items: list[PaymentRow]
     total: int
@@ -108,6 +121,7 @@ class PaymentListView(SqlView):
         "CREATE INDEX IF NOT EXISTS payment_list_transaction ON payment_list (transaction_signature)",
         "CREATE INDEX IF NOT EXISTS payment_list_client_signature ON payment_list (client_signature)",
         "CREATE INDEX IF NOT EXISTS payment_list_message_hash ON payment_list (message_hash)",
+        "CREATE INDEX IF NOT EXISTS payment_list_events_recorded ON payment_list_events (recorded_at, type)",
     )
 
     def get_payment(self, payment_id: str) -> PaymentRow | None:
@@ -157,6 +171,18 @@ class PaymentListView(SqlView):
                       (*page_params, size + 1, max(0, offset)))
             items = [PaymentRow.from_values(values(r)) for r in c.fetchall()]
         return PaymentPage(items[:size], total, len(items) > size)
+
+    def get_day(self, merchant_id: str, day: str) -> DayFigures:
+        """The figures of `day` (YYYY-MM-DD, UTC), counted from the timeline: one writer, nothing kept twice."""
+        start, end = f"{day}T00:00:00.000000Z", f"{_next_day(day)}T00:00:00.000000Z"
+        rows = self.rows("SELECT e.type, COUNT(*), SUM(CAST(p.amount AS NUMERIC)) FROM payment_list_events e "
+                         "JOIN payment_list p ON p.payment_id = e.payment_id WHERE e.recorded_at >= ? AND "
+                         "e.recorded_at < ? AND e.type IN (?, ?, ?, ?) AND p.merchant_id = ? GROUP BY e.type",
+                         (start, end, *VERIFIES, *SETTLES, merchant_id))
+        counts = {r[0]: (int(r[1]), int(r[2] or 0)) for r in rows}
+        return DayFigures(verifies=sum(counts.get(t, (0, 0))[0] for t in VERIFIES),
+                          settles=sum(counts.get(t, (0, 0))[0] for t in SETTLES),
+                          settled=counts.get("Payment.Confirmed", (0, 0))[1])
 
     def get_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table in key order: what a rebuilt copy is compared with."""
@@ -225,6 +251,10 @@ def fields(domain_event: Any) -> dict[str, Any]:
     """Every recorded field of an event but its envelope, as JSON values."""
     envelope = {"originator_id", "originator_version", "timestamp", "originator_topic"}
     return json.loads(json.dumps({k: v for k, v in vars(domain_event).items() if k not in envelope}, default=str))
+
+
+def _next_day(day: str) -> str:
+    return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
 
 
 def timestamp(moment: datetime) -> str:

@@ -52,7 +52,7 @@ def test_auditor_opens_the_payments_filters_them_and_reads_a_payments_timeline(s
     # The merchant opens the payments list: newest first
     page = browser.new_page()
     log_in(page, console_url)
-    page.get_by_role("link", name="Payments").click()
+    page.get_by_role("navigation", name="Console").get_by_role("link", name="Payments").click()
     page.wait_for_url(console_url + "/payments")
     assert page.get_by_role("heading", name="Payments").is_visible()
     assert page.get_by_role("status").inner_text() == "3 payments, newest first."

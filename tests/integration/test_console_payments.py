@@ -10,6 +10,7 @@ import pytest
 
 from domain.networks import DEVNET, MAINNET, KeyEnv
 from interfaces.workers import catch_up_all
+from projections.payment_list import DayFigures
 from tests.conftest import USDC, make_gateway
 from tests.integration.console_helpers import ApiClient, add_owner, console_client
 
@@ -140,6 +141,15 @@ def test_a_payment_reads_with_its_whole_event_timeline(acme):
     assert events[1]["fields"]["reason"] == rejected["reason"] == "invalid_exact_svm_payload_recipient_mismatch"
 
 
+def test_a_days_figures_count_the_merchants_verifications_settlements_and_settled_volume(paid, acme, beta):
+    view, today = paid.container.payment_list, TODAY.isoformat()
+    acme_id, beta_id = (client.request("GET", "/me").json["merchantId"] for client in (acme, beta))
+    # acme: the settle's own check, the approved and the rejected verify; one settlement of 0.25 USDC
+    assert view.get_day(acme_id, today) == DayFigures(verifies=3, settles=1, settled=USDC // 4)
+    assert view.get_day(beta_id, today) == DayFigures(verifies=1, settles=1, settled=USDC // 5)
+    assert view.get_day(acme_id, (TODAY - timedelta(days=1)).isoformat()) == DayFigures(0, 0, 0)
+
+
 def test_another_merchants_payment_is_not_found_like_an_unknown_one(acme, beta):
     theirs = listed(beta)["payments"][0]["id"]
     for path in (f"/payments/{theirs}", "/payments/00000000-0000-0000-0000-000000000000", "/payments/not-an-id"):
@@ -196,6 +206,18 @@ def test_the_payments_page_lists_filters_and_pages(embedded):
     second = page(acme, href)
     assert second.text.count('<tr data-payment="') == 1 and 'rel="next"' not in second.text
     assert ">Newest</a>" in second.text
+
+
+def test_the_overview_shows_todays_figures_and_the_last_payments_linked_to_their_pages(embedded):
+    acme = logged_in(embedded, "owner@acme.test")
+    result = page(acme, "/")
+    assert result.status_code == 200
+    tiles = result.text.split('<section class="tiles"', 1)[1].split("</section>", 1)[0]
+    for figure, label in (("3", "verifies today"), ("1", "settles today"), ("0.25", "USDC settled today")):
+        assert f'<span class="figure">{figure}</span><span>{label}</span>' in tiles
+    for payment in listed(acme)["payments"]:
+        assert f'<a href="/payments/{payment["id"]}">' in result.text
+    assert result.text.index("REJECTED") < result.text.index("APPROVED") < result.text.index("CONFIRMED")
 
 
 def test_a_bad_filter_on_the_page_is_shown_beside_its_field(embedded):

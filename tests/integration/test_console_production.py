@@ -43,13 +43,16 @@ def test_two_console_workers_share_sessions_logouts_throttling_and_data(workers)
     for client in (on_one, on_two):
         [used] = [k for k in client.request("GET", "/keys").json["keys"] if k["prefix"] == created.json["prefix"]]
         assert used["lastUsedAt"] is not None
-    # the overview's figures come from the merchant_activity read model, in PostgreSQL too
+    # the overview's figures come from the payments read model, in PostgreSQL too
+    from datetime import UTC, datetime
+
     from interfaces.workers import catch_up_all
 
-    catch_up_all(gateway.container, ["merchant_activity"])
+    catch_up_all(gateway.container, ["payment_list"])
     merchant_id = on_one.request("GET", "/me").json["merchantId"]
-    assert gateway.container.activity.today(merchant_id)["verifies"] == 1
-    assert [p.state for p in gateway.container.activity.latest(merchant_id)] == ["APPROVED"]
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    assert gateway.container.payment_list.get_day(merchant_id, today).verifies == 1
+    assert [p.state for p in gateway.container.payment_list.get_page(merchant_id=merchant_id).items] == ["APPROVED"]
 
     # a logout on one worker ends the session on both
     assert on_two.request("DELETE", "/session").status_code == 204

@@ -33,9 +33,8 @@ class Collaborators:
     fee_payers: Callable[[], list[dict[str, Any]]] = lambda: []  # the overview's fee payer health
     proxies: Any = None  # application.proxy_services.ProxyServices: the services and routes API (services.py)
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
-    payments: Any = None  # the overview's payments: `today(merchant_id)`, `latest(merchant_id, n)`; None: not run
     webhooks: Any = None  # interfaces.webhook_service.WebhookService; None: no webhook pages or API
-    payment_list: Any = None  # projections.payment_list.PaymentListView: the payments pages and API; None: not run
+    payment_list: Any = None  # projections.payment_list.PaymentListView: the overview, the payments pages and API
 
     def refresh_catalog(self) -> None:
         if self.listings is not None and self.catalog is not None:
@@ -58,7 +57,7 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
         refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, trusted_proxies=config.trusted_proxies,
         api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
-        payments=container.activity, webhooks=_webhooks(container), proxies=container.proxies,
+        webhooks=_webhooks(container), proxies=container.proxies,
         proxy_url=config.proxy_url, payment_list=container.payment_list,
     )
 

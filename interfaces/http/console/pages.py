@@ -4,6 +4,7 @@ needed (console.js only adds a copy button)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from marshmallow import ValidationError
 
 from domain.merchant import MerchantConflictError, MerchantError, UnknownObjectError
-from domain.networks import NETWORKS, KeyEnv
+from domain.networks import NETWORKS, USDC_DECIMALS, KeyEnv, network
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import Throttled
@@ -144,17 +145,34 @@ class PasswordPage(Page):
         self.render(req, resp, done=True)
 
 
+def money(row: Any) -> str:
+    """A payment row's amount: in USDC when the asset is the network's USDC, else in atomic units of its asset."""
+    known = network(row.network)
+    if known and known.usdc_mint == row.asset:
+        return f"{row.amount / 10**USDC_DECIMALS:,.{USDC_DECIMALS}f}".rstrip("0").rstrip(".") + " USDC"
+    return f"{row.amount} atomic units of {row.asset}"
+
+
+def network_name(caip2: str) -> str:
+    known = network(caip2)
+    return known.name if known else caip2
+
+
 class OverviewPage(Page):
+    """Today's figures and the last payments, from the payments read model (projections/payment_list.py)."""
+
     template, title, active = "overview.html", "Overview", "/"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        merchant_id = req.context.session.merchant_id
-        summary = self._c.payments.today(merchant_id) if self._c.payments else None
+        merchant_id, view = req.context.session.merchant_id, self._c.payment_list
+        today = view.get_day(merchant_id, datetime.now(UTC).strftime("%Y-%m-%d")) if view is not None else None
         return {
-            "today": summary or {"verifies": "—", "settles": "—", "volume": "—"},
-            "payments": self._c.payments.latest(merchant_id, 10) if self._c.payments else None,
+            "today": {"verifies": today.verifies, "settles": today.settles,
+                      "volume": f"{today.settled / 10**USDC_DECIMALS:,.2f}"} if today else
+                     {"verifies": "—", "settles": "—", "volume": "—"},
+            "payments": view.get_page(merchant_id=merchant_id, limit=10).items if view is not None else None,
             "active_keys": sum(1 for k in self._c.console.list_keys(merchant_id) if not k.revoked_at),
-            "fee_payers": self._c.fee_payers(),
+            "fee_payers": self._c.fee_payers(), "money": money, "network_name": network_name,
         }
 
 

@@ -19,10 +19,10 @@ import falcon
 from jinja2 import Environment
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
-from domain.networks import NETWORKS, USDC_DECIMALS, network
+from domain.networks import NETWORKS
 from interfaces.http.console.api import session_of
 from interfaces.http.console.collaborators import Collaborators
-from interfaces.http.console.pages import Page
+from interfaces.http.console.pages import Page, money, network_name
 from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
 
 STATE_NAMES = tuple(STATES.values())
@@ -138,18 +138,6 @@ class PaymentResource:
 
 
 # -- the pages ------------------------------------------------------------------------------------------------------
-
-
-def money(row: PaymentRow) -> str:
-    known = network(row.network)
-    if known and known.usdc_mint == row.asset:
-        return f"{row.amount / 10**USDC_DECIMALS:,.{USDC_DECIMALS}f}".rstrip("0").rstrip(".") + " USDC"
-    return f"{row.amount} atomic units of {row.asset}"
-
-
-def network_name(caip2: str) -> str:
-    known = network(caip2)
-    return known.name if known else caip2
 
 
 def shown(value: Any) -> str:
