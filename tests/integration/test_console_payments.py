@@ -161,7 +161,8 @@ def test_another_merchants_payment_is_not_found_like_an_unknown_one(acme, beta):
 BAD = [("?state=PAID", "state"), ("?network=solana:nope", "network"), ("?from=yesterday", "from"),
        ("?from=2026-13-01", "from"), (f"?from={TODAY}&to={TODAY - timedelta(days=2)}", "to"),
        ("?cursor=bm90LWEtY3Vyc29y", "cursor"), ("?cursor=%%%", "cursor"), ("?limit=0", "limit"),
-       ("?limit=201", "limit"), ("?limit=ten", "limit"), ("?status=CONFIRMED", "status")]
+       ("?limit=201", "limit"), ("?limit=ten", "limit"), ("?status=CONFIRMED", "status"), ("?to=9999-12-31", "to"),
+       ("?from=0001-01-01T00:00:00%2B01:00", "from"), ("?from=1969-12-31", "from")]
 
 
 def test_a_bad_filter_is_400_naming_its_field(embedded):

@@ -38,11 +38,15 @@ class Moment(fields.Field):
             raise ValidationError("not a date (YYYY-MM-DD) or an ISO 8601 date-time")
         try:
             if len(value) == 10:
-                return datetime.combine(date.fromisoformat(value), time(), UTC), True
-            moment = datetime.fromisoformat(value)
-        except ValueError:
+                moment, whole_day = datetime.combine(date.fromisoformat(value), time(), UTC), True
+            else:
+                moment, whole_day = datetime.fromisoformat(value), False
+                moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        except (ValueError, OverflowError):
             raise ValidationError("not a date (YYYY-MM-DD) or an ISO 8601 date-time") from None
-        return (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)), False
+        if not 1970 <= moment.year <= 9998:  # a day later must still be a date
+            raise ValidationError("out of range: years 1970 to 9998")
+        return moment, whole_day
 
 
 class Cursor(fields.Field):
