@@ -226,7 +226,10 @@ def test_a_bad_filter_on_the_page_is_shown_beside_its_field(embedded):
     result = page(acme, f"/payments?from={TODAY}&to={TODAY - timedelta(days=1)}")
     assert result.status_code == 400
     assert '<p class="error" id="e-to">must be later than from</p>' in result.text
-    assert "The filter was not applied" in result.text
+    assert "The filter was not applied: to (see above)." in result.text
+    unknown = page(acme, "/payments?cursor=nope&state=CONFIRMED")
+    assert unknown.status_code == 400
+    assert "The filter was not applied: cursor: not a cursor of this list" in unknown.text
 
 
 def test_the_payment_page_shows_the_timeline_and_another_merchants_is_404(embedded):

@@ -157,17 +157,15 @@ class PaymentsPage(Page):
                    "network_name": network_name}
         try:
             filters = query(req)
-        except ValidationError as refused:
-            errors = {("from" if k == "since" else "to" if k == "until" else k): " ".join(map(str, v))
-                      for k, v in refused.normalized_messages().items()}
+        except ValidationError as refused:  # keyed by the wire names (`from`, `to`): shown beside those fields
+            errors = {k: " ".join(map(str, v)) for k, v in refused.normalized_messages().items()}
             return self.render(req, resp, falcon.HTTP_400, errors=errors, payments=None, **context)
         page = page_of(view_of(self._c), req.context.session.merchant_id, filters)
-        more = {**{k: v for k, v in form.items() if k != "cursor"}, "cursor": cursor_of(page.items[-1])} \
-            if page.more else None
         filtered = {k: v for k, v in form.items() if k != "cursor"}
         self.render(req, resp, payments=page.items, total=page.total,
                     first_url=f"/payments?{urlencode(filtered)}" if "cursor" in filters else None,
-                    next_url=f"/payments?{urlencode(more)}" if more else None, **context)
+                    next_url=f"/payments?{urlencode({**filtered, 'cursor': cursor_of(page.items[-1])})}"
+                    if page.more else None, **context)
 
 
 class PaymentDetailPage(Page):
