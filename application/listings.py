@@ -15,13 +15,14 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from functools import singledispatchmethod
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.projection import EventSourcedProjection
 from eventsourcing.utils import get_topic
 
+from application.ports import DiscoverySettings, ReceivedPayments, Resolver
 from domain.clients import ANONYMOUS_ID
 from domain.discovery import (
     DiscoveryInvalid,
@@ -38,24 +39,6 @@ from domain.payment import Payment
 
 log = logging.getLogger("paywarden.discovery")
 MERCHANT_PREFIX = "merchant:"
-
-
-class Resolver(Protocol):
-    """The addresses a hostname resolves to, as written (empty when it does not resolve)."""
-
-    def resolve(self, hostname: str) -> list[str]: ...
-
-
-class DiscoverySettings(Protocol):
-    """Whether a merchant has discovery turned on (the accounts read model)."""
-
-    def get_discovery_enabled(self, merchant_id: str) -> bool: ...
-
-
-class ReceivedPayments(Protocol):
-    """The `Payment.Received` event of a payment: what the request carried (extensions, resource, terms)."""
-
-    def get_received(self, payment_id: UUID) -> Payment.Received | None: ...
 
 
 class StoredPayments:

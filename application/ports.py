@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
+from uuid import UUID
+
+from domain.payment import Payment
 
 
 @dataclass(frozen=True)
@@ -101,3 +104,30 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
+DISCOVERY_TTL_SECONDS = 60  # the discovery query cache's lifetime (SPEC.md)
+
+
+class QueryCache(Protocol):
+    """The discovery query cache: a miss is never an error (the catalog view answers)."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+class Resolver(Protocol):
+    """The addresses a hostname resolves to, as written (empty when it does not resolve)."""
+
+    def resolve(self, hostname: str) -> list[str]: ...
+
+
+class DiscoverySettings(Protocol):
+    """Whether a merchant has discovery turned on (the accounts read model)."""
+
+    def get_discovery_enabled(self, merchant_id: str) -> bool: ...
+
+
+class ReceivedPayments(Protocol):
+    """The `Payment.Received` event of a payment: what the request carried (extensions, resource, terms)."""
+
+    def get_received(self, payment_id: UUID) -> Payment.Received | None: ...

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 
-from application.listings import Resolver
+from application.ports import Resolver
 from domain.webhook import SECRET_BYTES, WebhookEndpoint, WebhookError, check_addresses, format_secret
 
 ROTATION_OVERLAP = timedelta(hours=24)  # the previous secret keeps signing this long after a rotation

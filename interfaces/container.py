@@ -11,23 +11,23 @@ from typing import Any
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 
-from application.listings import Listings, Resolver, StoredPayments
+from application.listings import Listings, StoredPayments
 from application.merchants import Merchants, MerchantSettings
 from application.payments import Payments, Settings
-from application.ports import Chain, ResultCache
+from application.ports import Chain, QueryCache, Resolver, ResultCache
 from application.proxy_services import ProxyServices
 from domain.networks import DEVNET, MAINNET
+from interfaces.adapters.chain.instrumented import instrument_chains
+from interfaces.adapters.memory import InProcessLocks, InProcessResultCache, SystemClock, TtlCache
+from interfaces.adapters.postgres import is_postgres, postgres_env
+from interfaces.adapters.redis import RedisLocks, RedisQueryCache, RedisResultCache, redis_client
+from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.secrets import BoxedSecrets
-from interfaces.chain.instrumented import instrument_chains
+from interfaces.adapters.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
+from interfaces.adapters.sqlite import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
+from interfaces.adapters.sqlite import SYNCHRONOUS as SQLITE_SYNCHRONOUS
+from interfaces.adapters.sqlite import durable_sends
 from interfaces.config import Config, ConfigError
-from interfaces.inprocess import InProcessLocks, InProcessResultCache, SystemClock
-from interfaces.pgstore import is_postgres, postgres_env
-from interfaces.query_cache import QueryCache, RedisQueryCache, TtlCache
-from interfaces.resolver import GetaddrinfoResolver
-from interfaces.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
-from interfaces.sqlitestore import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
-from interfaces.sqlitestore import SYNCHRONOUS as SQLITE_SYNCHRONOUS
-from interfaces.sqlitestore import durable_sends
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
@@ -90,14 +90,14 @@ class Chains:
 
 
 def build_chains(config: Config, sandbox: Any = None) -> tuple[Chains, Any]:
-    from interfaces.chain.rpc import RpcChain
+    from interfaces.adapters.chain.rpc import RpcChain
 
     chains = Chains()
     if config.devnet_rpc_url:
         chains.by_network[DEVNET.caip2] = RpcChain(config.devnet_rpc_url)
     elif config.sandbox:
-        from interfaces.chain.litesvm import LiteSvmChain
-        from interfaces.chain.sandbox import Sandbox
+        from interfaces.adapters.chain.litesvm import LiteSvmChain
+        from interfaces.sandbox.chain import Sandbox
 
         sandbox = sandbox or Sandbox()
         chains.by_network[DEVNET.caip2] = LiteSvmChain(sandbox)
@@ -191,8 +191,6 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
                         lock_margin_seconds=config.lock_margin_seconds)
     redis = locks = None
     if config.redis_url:
-        from interfaces.redis_adapters import RedisLocks, RedisResultCache, redis_client
-
         redis = redis_client(config.redis_url)
         locks, cache = RedisLocks(redis), cache or RedisResultCache(redis, filled_by_projection=True)
     payments = Payments(

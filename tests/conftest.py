@@ -16,8 +16,8 @@ from solders.keypair import Keypair
 from domain.networks import DEVNET, KeyEnv
 from interfaces.config import Config
 from interfaces.container import Container, build
-from interfaces.exact_client import build_exact_payment, to_base64
-from interfaces.http.app import create_app
+from interfaces.http.facilitator.app import create_app
+from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 
 # Every log record of the run is checked for API keys (tests/logcapture.py).
 from tests.logcapture import no_api_key_in_logs, pytest_configure, pytest_sessionfinish  # noqa: F401
@@ -100,7 +100,7 @@ def make_gateway(tmp_path: Path, sandbox: Any, *, resolver: Any = None, **config
 
 @pytest.fixture
 def sandbox():
-    from interfaces.chain.sandbox import Sandbox
+    from interfaces.sandbox.chain import Sandbox
 
     return Sandbox()
 
@@ -121,7 +121,7 @@ def store(request: pytest.FixtureRequest) -> dict[str, str]:
 def gateway(tmp_path: Path, sandbox: Any, store: dict[str, str]) -> Gateway:
     options = dict(store)
     if options.pop("chain", None) == "rpc":
-        from interfaces.localnet import LocalnetThread
+        from interfaces.sandbox.localnet import LocalnetThread
 
         with LocalnetThread(sandbox, slot_ms=None) as localnet:
             gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, **options)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from interfaces.observability import JsonFormatter
+from interfaces.runtime.observability import JsonFormatter
 
 API_KEY = re.compile(r"pw_(live|test)_[A-Za-z0-9]{40}")
 

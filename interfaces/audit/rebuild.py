@@ -1,6 +1,6 @@
 """Rebuild and compare: replay the event store into fresh copies of every read model, then compare row by row.
 
-Every SQL read model registered in `interfaces.workers.PROJECTIONS` is rebuilt (so read models added later are
+Every SQL read model registered in `interfaces.runtime.workers.PROJECTIONS` is rebuilt (so read models added later are
 covered without a change here) in a scratch place: a temporary directory of SQLite files, or a scratch PostgreSQL
 schema (`paywarden_rebuild_…`, dropped afterwards) reached through `search_path`. The live views are only read.
 Each copy is replayed up to the live view's own tracking position, and the live rows are read between two equal
@@ -28,9 +28,9 @@ from eventsourcing.persistence import InfrastructureFactory, Tracking
 from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment
 
+from interfaces.adapters.postgres import PostgresFactory, is_postgres, postgres_env
 from interfaces.config import Config
 from interfaces.container import Container
-from interfaces.pgstore import PostgresFactory, is_postgres, postgres_env
 from projections.results import ResultCacheProjection, ResultCacheView
 from projections.sql import SqlView
 
@@ -121,7 +121,7 @@ def scratch(config: Config) -> Iterator[Any]:
 
 def rebuild_all(container: Container, *, check: bool) -> list[Comparison]:
     """Rebuild every read model; with `check`, compare each with the live one."""
-    from interfaces.workers import PROJECTIONS
+    from interfaces.runtime.workers import PROJECTIONS
 
     results = []
     with scratch(container.config) as fresh_view:
@@ -233,7 +233,7 @@ class MemoryResultCacheView(ResultCacheView):
 
 
 def _result_cache(name: str, app: Application, live: Any, check: bool, client: Any) -> Comparison:
-    from interfaces.redis_adapters import PREFIX, RESULT_TTL_SECONDS
+    from interfaces.adapters.redis import PREFIX, RESULT_TTL_SECONDS
 
     comparison = Comparison(name)
     position = live.max_tracking_id(app.name)

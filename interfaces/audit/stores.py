@@ -12,9 +12,9 @@ from contextlib import closing
 
 from eventsourcing.application import Application
 
+from interfaces.adapters.postgres import is_postgres
 from interfaces.config import Config
 from interfaces.container import sqlite_dir, store_env
-from interfaces.pgstore import is_postgres
 
 EVENT_COLUMNS = {"originator_id", "originator_version", "topic", "state", "notification_id"}
 

@@ -20,9 +20,9 @@ import pytest
 from solders.keypair import Keypair
 
 from domain.networks import DEVNET, KeyEnv
+from interfaces.adapters.signers import write_keypair
 from interfaces.config import Config
 from interfaces.container import Container, build
-from interfaces.signers import write_keypair
 from tests.conftest import USDC
 from tests.faults import RpcProxy, free_port, wait_until
 
@@ -58,7 +58,7 @@ class Server:
 
     def start(self, api_key: str) -> Server:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "interfaces.cli", "serve", "--bind", f"127.0.0.1:{self.port}", *self.args],
+            [sys.executable, "-m", "interfaces.cli.main", "serve", "--bind", f"127.0.0.1:{self.port}", *self.args],
             env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
         headers = {"Authorization": f"Bearer {api_key}"}
 
@@ -109,7 +109,7 @@ class ProductionStack:
 
 
 def production_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProductionStack]:
-    from interfaces.localnet import LocalnetThread
+    from interfaces.sandbox.localnet import LocalnetThread
     from tests.services import clean_redis, drop_postgres_database, fresh_postgres_database
 
     tmp = tmp_path_factory.mktemp("stack")

@@ -13,11 +13,11 @@ from wsgiref.simple_server import make_server
 import httpx
 import pytest
 
-from interfaces.http.app import create_app
 from interfaces.http.console.app import create_app as create_console
 from interfaces.http.console.collaborators import from_container
-from interfaces.localnet import QuietHandler, ThreadingServer
-from interfaces.workers import catch_up_all
+from interfaces.http.facilitator.app import create_app
+from interfaces.runtime.workers import catch_up_all
+from interfaces.sandbox.localnet import QuietHandler, ThreadingServer
 from tests.conftest import make_gateway
 from tests.dnsserver import TxtServer
 from tests.integration.console_helpers import PASSWORD, add_owner

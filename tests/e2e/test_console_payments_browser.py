@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from interfaces.http.app import create_app
 from interfaces.http.console.app import create_app as create_console
 from interfaces.http.console.collaborators import from_container
-from interfaces.workers import run
+from interfaces.http.facilitator.app import create_app
+from interfaces.runtime.workers import run
 from tests.conftest import USDC, make_gateway
 from tests.e2e.test_console_browser import EMAIL, browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.integration.console_helpers import add_owner

@@ -10,7 +10,7 @@ import pytest
 
 from interfaces.http.console.app import create_app as create_console
 from interfaces.http.console.collaborators import from_container
-from interfaces.webhook_worker import DeliverySettings, DeliveryWorker
+from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from tests.conftest import make_gateway
 from tests.e2e.test_console_browser import browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.faults import wait_until

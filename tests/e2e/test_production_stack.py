@@ -19,8 +19,8 @@ from solders.keypair import Keypair
 
 from domain.idempotency import payment_id
 from domain.networks import DEVNET
-from interfaces.exact_client import build_exact_payment, to_base64
-from interfaces.signers import write_keypair
+from interfaces.adapters.signers import write_keypair
+from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 from projections.results import ResultCacheProjection
 from tests.conftest import USDC, payment_key
 from tests.e2e.production import ProductionStack, Server, alive, children, fund, production_stack
@@ -180,7 +180,7 @@ def test_bench_signs_real_payments_drives_them_and_reports_every_answer(producti
     api_key = production.key(f"bench-{op}", per_minute=1_000_000)
     keypair = write_keypair(tmp_path / "payer.json", Keypair())
     run = subprocess.run(
-        [sys.executable, "-m", "interfaces.cli", "bench", "--base-url", servers[0].url, "--api-key", api_key,
+        [sys.executable, "-m", "interfaces.cli.main", "bench", "--base-url", servers[0].url, "--api-key", api_key,
          "--rpc-url", production.net.url, "--payer-keypair", str(keypair), "--op", op, "--requests", "40",
          "--concurrency", "4", "--warmup", "4", "--json"],
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from interfaces.cli import main
+from interfaces.cli.main import main
 from tests.e2e.conftest import free_port
 from tests.webhook_receiver import start_receiver
 
@@ -30,14 +30,15 @@ def test_serve_starts_the_webhook_worker_and_stops_it(tmp_path, monkeypatch, cap
                  "--json"]) == 0
     created = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     receiver.secrets.append(created["secret"])
-    serve = subprocess.Popen([sys.executable, "-m", "interfaces.cli", "serve", "--bind", f"127.0.0.1:{free_port()}"],
+    serve = subprocess.Popen([sys.executable, "-m", "interfaces.cli.main", "serve",
+                              "--bind", f"127.0.0.1:{free_port()}"],
                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     try:
         assert main(["webhooks", "test", "--merchant", "acme", created["id"]]) == 0
         [delivery] = receiver.wait_for(1, timeout=60)
         assert delivery.payload["type"] == "webhook.test" and delivery.verified_with == receiver.secrets
-        workers = subprocess.run(["pgrep", "-f", "-s", str(serve.pid), "interfaces.cli webhooks"],
+        workers = subprocess.run(["pgrep", "-f", "-s", str(serve.pid), "interfaces.cli.main webhooks"],
                                  capture_output=True, text=True).stdout.split()
         assert len(workers) == 1
     finally:

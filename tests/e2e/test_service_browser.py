@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import requests
 
-from interfaces.demo_backend import demo_backend
 from interfaces.http.console.app import create_app as create_console
 from interfaces.http.console.collaborators import from_container
 from interfaces.http.proxy.factory import create_proxy_app
+from interfaces.sandbox.demo_backend import demo_backend
 from tests.conftest import make_gateway
 from tests.e2e.test_console_browser import browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.integration.console_helpers import add_owner
@@ -25,7 +25,7 @@ def test_merchant_puts_a_backend_behind_the_proxy_a_client_pays_and_the_merchant
     from x402.mechanisms.svm.exact import ExactSvmScheme
     from x402.mechanisms.svm.signers import KeypairSigner
 
-    from interfaces.localnet import LocalnetThread
+    from interfaces.sandbox.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet, WsgiThread(demo_backend) as backend:
         gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url)

@@ -18,7 +18,7 @@ from solders.signature import Signature
 
 from domain.exact import associated_token_address
 from domain.networks import Programs
-from interfaces.exact_client import build_exact_payment, to_base64
+from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 
 PRICE = 10_000
 

@@ -105,7 +105,7 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
     name, _, value = marker.partition("=")
     process = start_up(up_env(tmp_path, **{name: value}), "--demo")
     try:
-        if moment == "importing":  # past Python's own start-up (site), inside `interfaces.cli`'s imports
+        if moment == "importing":  # past Python's own start-up (site), inside `interfaces.cli.main`'s imports
             wait_for_library(process.pid, "_decimal")
         elif moment == "starting":
             time.sleep(1.5)
@@ -168,7 +168,7 @@ def test_a_port_in_use_names_the_option_to_change(tmp_path, busy_port, option):
 def localnet() -> Iterator[str]:
     """`paywarden localnet`, the external chain."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "interfaces.cli", "localnet", "--port", str(port)], cwd=ROOT,
+    process = subprocess.Popen([sys.executable, "-m", "interfaces.cli.main", "localnet", "--port", str(port)], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True)
     try:
         wait_for_line(process.stdout, "localnet listening")

@@ -11,8 +11,8 @@ from solders.keypair import Keypair
 
 from domain.idempotency import idempotency_key
 from domain.networks import DEVNET
-from interfaces.cli import main
-from interfaces.localnet import LocalnetThread
+from interfaces.cli.main import main
+from interfaces.sandbox.localnet import LocalnetThread
 from tests.conftest import USDC, make_gateway
 
 

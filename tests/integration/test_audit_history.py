@@ -7,7 +7,7 @@ import json
 import pytest
 
 from domain.networks import DEVNET, KeyEnv
-from interfaces.cli import main
+from interfaces.cli.main import main
 from projections.payment_list import PaymentListProjection, list_payments
 from projections.runner import catch_up
 from tests.conftest import USDC, make_gateway

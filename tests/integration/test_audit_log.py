@@ -12,7 +12,7 @@ from solders.keypair import Keypair
 from domain.networks import DEVNET
 from interfaces.audit.log import AuditLog
 from interfaces.audit.signing import CheckpointSigner
-from interfaces.cli import main
+from interfaces.cli.main import main
 from interfaces.config import load_config
 from tests.conftest import USDC, make_gateway
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from interfaces.cli import main
-from interfaces.workers import catch_up_all
+from interfaces.cli.main import main
+from interfaces.runtime.workers import catch_up_all
 from tests.conftest import USDC, make_gateway
 from tests.integration.test_discovery import INFO, FakeResolver
 

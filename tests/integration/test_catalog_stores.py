@@ -10,9 +10,9 @@ from uuid import uuid4
 import pytest
 
 from application.listings import Listings, VerifiedPayment
+from interfaces.adapters.redis import RedisQueryCache
 from interfaces.config import Config
 from interfaces.container import build_view, store_env
-from interfaces.query_cache import RedisQueryCache
 from projections.catalog import CatalogProjection, PostgresCatalogView, SqliteCatalogView, list_resources, rebuild
 from projections.runner import catch_up
 
@@ -79,7 +79,7 @@ def test_listings_and_the_catalog_on_postgresql_apply_each_event_once(postgres_u
 
 @pytest.mark.redis
 def test_the_redis_query_cache_is_shared_and_expires_after_60_seconds(redis_url):
-    from interfaces.redis_adapters import redis_client
+    from interfaces.adapters.redis import redis_client
 
     client = redis_client(redis_url)
     first, second = RedisQueryCache(client), RedisQueryCache(redis_client(redis_url))
@@ -91,7 +91,7 @@ def test_the_redis_query_cache_is_shared_and_expires_after_60_seconds(redis_url)
 
 
 def test_a_cache_whose_redis_is_down_answers_misses():
-    from interfaces.redis_adapters import redis_client
+    from interfaces.adapters.redis import redis_client
 
     cache = RedisQueryCache(redis_client("redis://127.0.0.1:1/0", timeout_seconds=0.2))
     cache.put("k", {"x": 1})

@@ -6,7 +6,7 @@ import pytest
 
 from domain.merchant import key_hash, key_prefix
 from domain.networks import DEVNET, MAINNET
-from interfaces.cli import main
+from interfaces.cli.main import main
 from interfaces.config import load_config
 from interfaces.container import build
 

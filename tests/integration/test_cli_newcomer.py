@@ -17,10 +17,10 @@ from wsgiref.simple_server import make_server
 import pytest
 from solders.keypair import Keypair
 
-from interfaces.chain.sandbox import Sandbox
-from interfaces.cli import main, parser
+from interfaces.cli.main import main, parser
 from interfaces.config import default_data_dir, load_config
-from interfaces.http.app import create_app
+from interfaces.http.facilitator.app import create_app
+from interfaces.sandbox.chain import Sandbox
 from tests.conftest import make_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def env_without_paywarden(**extra: str) -> dict[str, str]:
 
 def paywarden(*argv: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
               timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "interfaces.cli", *argv], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "interfaces.cli.main", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from solders.keypair import Keypair
 
-from interfaces.cli import main
+from interfaces.cli.main import main
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from interfaces.cli import main, parser
+from interfaces.cli.main import main, parser
 
 CONFIG_VARIABLES = ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_DEVNET_RPC_URL",
                     "PAYWARDEN_MAINNET_RPC_URL", "PAYWARDEN_FEE_PAYER_KEYPAIRS", "PAYWARDEN_FEE_PAYER_KEYS",
@@ -54,7 +54,7 @@ def test_every_command_has_help(capsys):
 def test_a_missing_keypair_file_stops_the_command_with_status_2_and_no_traceback(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
     env.update(PAYWARDEN_DATA_DIR=str(tmp_path), PAYWARDEN_FEE_PAYER_KEYPAIRS=str(tmp_path / "missing.json"))
-    done = subprocess.run([sys.executable, "-m", "interfaces.cli", "merchant", "create", "acme"], env=env,
+    done = subprocess.run([sys.executable, "-m", "interfaces.cli.main", "merchant", "create", "acme"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith("paywarden: PAYWARDEN_FEE_PAYER_KEYPAIRS names ") and "Traceback" not in done.stderr

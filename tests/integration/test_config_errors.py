@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from interfaces import cli
+from interfaces.cli.main import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_ONLY = {"PAYWARDEN_TEST_POSTGRES", "PAYWARDEN_TEST_REDIS"}  # read by tests/services.py, not by Paywarden
@@ -91,7 +91,7 @@ def test_one_bad_value_stops_serve_with_one_line_naming_the_variable(name, clean
     def started(*_args, **_kwargs):
         raise AssertionError(f"serve started with {name}={bad_values(tmp_path)[name]!r}")
 
-    clean_env.setattr("interfaces.supervisor.supervise", started)
+    clean_env.setattr("interfaces.runtime.supervisor.supervise", started)
     clean_env.setattr(os, "execvp", started)
     clean_env.setenv(name, bad_values(tmp_path)[name])
     assert cli.main(["serve"]) == 2
@@ -104,7 +104,8 @@ def test_one_bad_value_stops_serve_with_one_line_naming_the_variable(name, clean
 def test_the_issues_two_examples_stop_up_in_a_process_of_its_own(name, value, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_") or k in TESTS_ONLY}
     env.update({"PAYWARDEN_DATA_DIR": str(tmp_path), name: value})
-    done = subprocess.run([sys.executable, "-m", "interfaces.cli", "up", "--port", "1", "--rpc-port", "2"], env=env,
+    done = subprocess.run([sys.executable, "-m", "interfaces.cli.main", "up", "--port", "1", "--rpc-port", "2"],
+                          env=env,
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2
     assert done.stderr.startswith(f"paywarden: {name} ") and len(done.stderr.strip().splitlines()) == 1, done.stderr

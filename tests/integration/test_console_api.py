@@ -229,7 +229,7 @@ def test_discovery_is_read_and_turned_off(gateway, acme):
 
 
 def test_own_listings_are_listed_and_delisted_and_the_catalog_drops_them(gateway, acme, beta):
-    from interfaces.workers import catch_up_all
+    from interfaces.runtime.workers import catch_up_all
     from projections.catalog import list_resources
     from tests.integration.test_discovery import INFO
 

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from domain.networks import DEVNET, MAINNET, KeyEnv
-from interfaces.workers import catch_up_all
+from interfaces.runtime.workers import catch_up_all
 from projections.payment_list import DayFigures
 from tests.conftest import USDC, make_gateway
 from tests.integration.console_helpers import ApiClient, add_owner, console_client

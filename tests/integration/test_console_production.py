@@ -46,7 +46,7 @@ def test_two_console_workers_share_sessions_logouts_throttling_and_data(workers)
     # the overview's figures come from the payments read model, in PostgreSQL too
     from datetime import UTC, datetime
 
-    from interfaces.workers import catch_up_all
+    from interfaces.runtime.workers import catch_up_all
 
     catch_up_all(gateway.container, ["payment_list"])
     merchant_id = on_one.request("GET", "/me").json["merchantId"]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from interfaces.webhook_worker import DeliverySettings, DeliveryWorker
+from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from tests.conftest import make_gateway
 from tests.integration.console_helpers import ApiClient, add_owner, console_client
 from tests.webhook_receiver import start_receiver

@@ -1,4 +1,4 @@
-"""The example merchant API (interfaces/demo.py) answers a hostile PAYMENT-SIGNATURE with 402, never 500; its
+"""The example merchant API (interfaces/sandbox/demo.py) answers a hostile PAYMENT-SIGNATURE with 402, never 500; its
 facilitator is the Paywarden API served over real HTTP (wsgiref, 127.0.0.1)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from falcon import testing
 
 from domain.networks import DEVNET
-from interfaces.demo import create_demo_app
+from interfaces.sandbox.demo import create_demo_app
 from tests.conftest import make_gateway
 
 

@@ -16,11 +16,11 @@ import pytest
 from falcon import testing
 
 from domain.listing import DiscoveryListing, listing_id
-from interfaces.cli import main as paywarden
+from interfaces.adapters.memory import TtlCache
+from interfaces.cli.main import main as paywarden
 from interfaces.container import build_view
-from interfaces.http.app import create_app
-from interfaces.query_cache import TtlCache
-from interfaces.workers import catch_up_all
+from interfaces.http.facilitator.app import create_app
+from interfaces.runtime.workers import catch_up_all
 from projections.catalog import CatalogProjection, SqliteCatalogView, list_resources, rebuild
 from projections.runner import catch_up
 from tests.conftest import Gateway, make_gateway
@@ -406,7 +406,7 @@ def test_followers_killed_midway_and_restarted_apply_every_event_exactly_once(di
 def test_a_killed_projection_worker_process_resumes_exactly_once(discovery, tmp_path):
     container = discovery.gateway.container
     env = {**os.environ, **stores_env(discovery.gateway)}
-    command = [sys.executable, "-m", "interfaces.cli", "project", "listings", "catalog"]
+    command = [sys.executable, "-m", "interfaces.cli.main", "project", "listings", "catalog"]
 
     def start() -> subprocess.Popen:
         return subprocess.Popen(command, env=env, cwd=os.getcwd(), stdout=subprocess.DEVNULL)

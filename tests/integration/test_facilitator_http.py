@@ -13,7 +13,7 @@ from domain.exact import associated_token_address
 from domain.idempotency import payment_id
 from domain.merchant import key_prefix
 from domain.networks import DEVNET, MAINNET, KeyEnv, Programs
-from interfaces.exact_client import (
+from interfaces.sandbox.exact_client import (
     compute_unit_limit_ix,
     compute_unit_price_ix,
     memo_ix,

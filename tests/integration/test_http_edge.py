@@ -24,8 +24,8 @@ from prometheus_client import REGISTRY
 from domain.discovery import ListingDetails
 from domain.listing import DiscoveryListing
 from domain.networks import DEVNET
-from interfaces.http.body import MAX_BODY_BYTES, MAX_JSON_DEPTH
-from interfaces.metrics import METHODS
+from interfaces.http.common.body import MAX_BODY_BYTES, MAX_JSON_DEPTH
+from interfaces.runtime.metrics_registry import METHODS
 from tests.conftest import Gateway, make_gateway
 from tests.faults import free_port, wait_until
 from tests.integration.test_discovery import INFO, Discovery, with_clock
@@ -165,7 +165,7 @@ def served(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_") and k != "PROMETHEUS_MULTIPROC_DIR"}
     env["PAYWARDEN_DATA_DIR"] = str(data_dir)
     log = (data_dir / "serve.log").open("ab")
-    process = subprocess.Popen([sys.executable, "-m", "interfaces.cli", "serve", "--no-projections", "--bind",
+    process = subprocess.Popen([sys.executable, "-m", "interfaces.cli.main", "serve", "--no-projections", "--bind",
                                 f"127.0.0.1:{port}"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
     def up() -> bool:

@@ -17,8 +17,8 @@ from solders.transaction import VersionedTransaction
 
 from application.ports import Confirmation, SubmissionError
 from domain.networks import USDC_DECIMALS, Programs
-from interfaces.chain.litesvm import LiteSvmChain
-from interfaces.chain.sandbox import LAMPORTS_PER_SIGNATURE, Sandbox
+from interfaces.adapters.chain.litesvm import LiteSvmChain
+from interfaces.sandbox.chain import LAMPORTS_PER_SIGNATURE, Sandbox
 
 USDC = 10**USDC_DECIMALS
 

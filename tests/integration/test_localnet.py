@@ -25,9 +25,9 @@ from solders.transaction_status import TransactionConfirmationStatus, Transactio
 
 from application.ports import ChainUnavailableError, Confirmation, SubmissionError
 from domain.networks import DEVNET, Programs
-from interfaces.chain.litesvm import LiteSvmChain
-from interfaces.chain.rpc import RpcChain
-from interfaces.localnet import LocalnetThread
+from interfaces.adapters.chain.litesvm import LiteSvmChain
+from interfaces.adapters.chain.rpc import RpcChain
+from interfaces.sandbox.localnet import LocalnetThread
 from tests.integration.test_litesvm_chain import USDC, Wallets, transfer_checked
 
 
@@ -332,7 +332,7 @@ def test_rpc_chain_simulates_over_one_kept_alive_connection_and_reconnects_when_
 
     chain = RpcChain(net.url)
     assert chain.simulate(bytes(pay(net, wallets, 1))).ok
-    pool = chain._lean._idle  # the hot path's connection pool (interfaces/chain/keepalive.py)
+    pool = chain._lean._idle  # the hot path's connection pool (interfaces/adapters/chain/keepalive.py)
     assert len(pool) == 1
     conn, sock = pool[0], pool[0].sock
     assert chain.simulate(bytes(pay(net, wallets, 2))).ok

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
 
 from application.ports import ChainUnavailableError, Confirmation, SignatureStatus
 from domain.networks import DEVNET, KeyEnv
-from interfaces.workers import catch_up_all
+from interfaces.runtime.workers import catch_up_all
 from projections.payment_list import list_payments
 from tests.conftest import USDC, Gateway, make_gateway
 

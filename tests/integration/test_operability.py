@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from application.ports import ChainUnavailableError
 from domain.merchant import key_hash
 from domain.networks import DEVNET
-from interfaces.observability import JsonFormatter
-from interfaces.workers import catch_up_all
+from interfaces.runtime.observability import JsonFormatter
+from interfaces.runtime.workers import catch_up_all
 from tests.conftest import USDC, Gateway, make_gateway
 from tests.faults import TcpProxy, wait_until
 from tests.logcapture import DETECTOR
@@ -93,7 +93,7 @@ def test_readyz_is_503_naming_the_event_store_while_postgres_is_down_and_200_whe
 
 
 def test_readyz_is_503_naming_the_rpc_and_the_fee_payer_while_the_node_is_down(opened, sandbox):
-    from interfaces.localnet import LocalnetThread
+    from interfaces.sandbox.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet:
         with TcpProxy("127.0.0.1", int(localnet.url.rsplit(":", 1)[1])) as proxy:

@@ -13,7 +13,7 @@ from falcon import testing
 from application.merchants import Merchants
 from interfaces.config import Config
 from interfaces.container import build, build_view, store_env
-from interfaces.http.app import create_app
+from interfaces.http.facilitator.app import create_app
 from projections.accounts import PostgresAccountsView, SqliteAccountsView
 from tests.conftest import Gateway, make_gateway
 

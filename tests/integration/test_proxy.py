@@ -21,7 +21,7 @@ from application.proxy_services import ProxyServices
 from domain.networks import DEVNET
 from interfaces.adapters.outbound import OutboundPolicy
 from interfaces.container import build_secrets, store_env
-from interfaces.http.app import create_app
+from interfaces.http.facilitator.app import create_app
 from interfaces.http.proxy.factory import create_proxy_app
 from tests.conftest import USDC, Gateway, make_gateway
 from tests.https_backend import Backend, MapResolver, start_backend
@@ -101,7 +101,7 @@ def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundP
 
 @pytest.fixture
 def stack(tmp_path, sandbox):
-    from interfaces.localnet import LocalnetThread
+    from interfaces.sandbox.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet:
         gateway, backend, resolver, proxies, app, service = build_stack(tmp_path, sandbox, localnet)
@@ -276,7 +276,7 @@ def test_a_redirect_from_the_upstream_is_passed_on_not_followed(stack):
 @pytest.mark.parametrize("answer", ["127.0.0.1", "169.254.169.254"])
 def test_in_production_a_domain_resolving_to_an_internal_address_is_refused_at_request_time(
         tmp_path, sandbox, answer):
-    from interfaces.localnet import LocalnetThread
+    from interfaces.sandbox.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet:
         gateway, backend, _, proxies, app, service = build_stack(
@@ -303,7 +303,7 @@ def test_bazaar_metadata_of_a_route_is_offered_and_listed_with_the_gateway_url(s
     assert decoded(unpaid.headers["PAYMENT-REQUIRED"])["extensions"]["bazaar"]["info"]["title"] == "Weather"
     served = stack.paying_session().get(stack.url("/weather/today"), timeout=60)
     assert served.status_code == 200
-    from interfaces.workers import catch_up_all
+    from interfaces.runtime.workers import catch_up_all
 
     container = stack.gateway.container
     catch_up_all(container)
@@ -385,7 +385,7 @@ def test_the_proxy_counts_served_requests_and_upstream_failures_in_its_metrics(s
 @pytest.mark.redis
 def test_on_postgresql_and_redis_a_paid_request_is_served_once_and_charged_once(tmp_path, sandbox, postgres_url,
                                                                                 redis_url):
-    from interfaces.localnet import LocalnetThread
+    from interfaces.sandbox.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet:
         gateway, backend, _, proxies, app, service = build_stack(

@@ -9,7 +9,7 @@ import pytest
 
 from application.proxy_services import ProxyServices
 from domain.networks import DEVNET, SCHEME_EXACT
-from interfaces.pgstore import postgres_env
+from interfaces.adapters.postgres import postgres_env
 
 pytestmark = pytest.mark.postgres
 

@@ -12,7 +12,7 @@ from solders.keypair import Keypair
 from application.outcomes import terminal_entries
 from domain.codes import Code
 from domain.networks import DEVNET
-from interfaces.redis_adapters import (
+from interfaces.adapters.redis import (
     RedisLocks,
     RedisResultCache,
     RedisResultCacheView,
@@ -143,7 +143,7 @@ def _split(key: str) -> tuple[str, str]:
 
 
 def test_rate_limits_on_redis_are_shared_by_every_process_and_the_window_resets(redis_url):
-    from interfaces.http.ratelimit import RateLimited, RateLimiter
+    from interfaces.http.common.ratelimit import RateLimited, RateLimiter
 
     # Two limiters on one Redis: two worker processes, or two hosts.
     first, second = (RateLimiter(redis_url, "2/second", "60/minute") for _ in range(2))

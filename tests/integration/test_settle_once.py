@@ -9,8 +9,8 @@ from solders.keypair import Keypair
 
 from domain.codes import Code
 from domain.networks import DEVNET, KeyEnv
-from interfaces.exact_client import build_exact_payment, to_base64
-from interfaces.localnet import LocalnetThread
+from interfaces.sandbox.exact_client import build_exact_payment, to_base64
+from interfaces.sandbox.localnet import LocalnetThread
 from tests.conftest import USDC, Gateway, make_gateway, payment_key
 from tests.faults import RpcProxy
 

@@ -1,4 +1,4 @@
-"""Pending settlements carried on in the background (interfaces/followup.py) on a real LiteSVM chain: a payment
+"""Pending settlements carried on in the background (interfaces/runtime/followup.py) on a real LiteSVM chain: a payment
 answered `settlement_pending` is confirmed by the follower and its merchant's next settle is the one success; one
 whose broadcast never landed fails once its blockhash has expired; the identical bytes are what gets re-sent."""
 
@@ -8,8 +8,8 @@ from application.ports import Confirmation, SignatureStatus
 from domain.codes import Code
 from domain.networks import DEVNET
 from domain.payment import PaymentState
-from interfaces.followup import follow_up_once
-from interfaces.workers import catch_up_all
+from interfaces.runtime.followup import follow_up_once
+from interfaces.runtime.workers import catch_up_all
 from tests.conftest import USDC, Gateway, payment_key
 
 AMOUNT = USDC // 100

@@ -11,7 +11,7 @@ from domain.networks import KeyEnv
 from domain.webhook import message_id
 from interfaces.config import Config
 from interfaces.container import build
-from interfaces.webhook_worker import DeliverySettings, DeliveryWorker
+from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from tests.faults import PrivateRedis, TcpProxy, wait_until
 from tests.webhook_receiver import start_receiver
 

@@ -35,7 +35,7 @@ def receiver(tmp_path):
 
 
 def start_worker(env: dict[str, str], log) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "interfaces.cli", "webhooks"], env=env, stdout=log, stderr=log,
+    return subprocess.Popen([sys.executable, "-m", "interfaces.cli.main", "webhooks"], env=env, stdout=log, stderr=log,
                             stdin=subprocess.DEVNULL)
 
 

@@ -18,10 +18,10 @@ from application.proxy_services import ProxyServices
 from application.webhooks import Webhooks
 from domain.merchant import merchant_id
 from domain.webhook import WebhookError, message_id
+from interfaces.adapters.resolver import GetaddrinfoResolver
+from interfaces.adapters.webhook_sender import post
 from interfaces.container import build_secrets, store_env
-from interfaces.resolver import GetaddrinfoResolver
-from interfaces.webhook_sender import post
-from interfaces.webhook_worker import DeliverySettings, DeliveryWorker, ping_message
+from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker, ping_message
 from projections.runner import catch_up
 from projections.webhook_outbox import PaymentWebhooksProjection
 from tests.conftest import Gateway, make_gateway

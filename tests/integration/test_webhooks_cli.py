@@ -9,11 +9,11 @@ import time
 import pytest
 from falcon import testing
 
-from interfaces.cli import main
+from interfaces.cli.main import main
 from interfaces.config import load_config
 from interfaces.container import build
-from interfaces.http.app import create_app
-from interfaces.webhook_worker import DeliverySettings, DeliveryWorker
+from interfaces.http.facilitator.app import create_app
+from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from tests.webhook_receiver import start_receiver
 
 

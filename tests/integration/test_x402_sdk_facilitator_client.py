@@ -15,7 +15,7 @@ from x402.http import HTTPFacilitatorClientSync
 from x402.http.facilitator_client_base import CreateHeadersAuthProvider, FacilitatorConfig
 
 from domain.networks import DEVNET, KeyEnv
-from interfaces.signers import write_keypair
+from interfaces.adapters.signers import write_keypair
 from tests.conftest import USDC, Gateway, make_gateway
 
 

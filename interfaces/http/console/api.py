@@ -13,10 +13,10 @@ from marshmallow import EXCLUDE, Schema, fields, validate
 from domain.login import normalize_email
 from domain.merchant import UnknownObjectError
 from domain.networks import SCHEME_EXACT, KeyEnv
+from interfaces.http.common.ratelimit import client_ip
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import NotLoggedIn
 from interfaces.http.console.sessions import COOKIE, Session
-from interfaces.http.ratelimit import client_ip
 from projections.console import CapabilityRow, DomainRow, KeyRow
 
 

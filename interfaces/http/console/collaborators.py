@@ -33,7 +33,7 @@ class Collaborators:
     fee_payers: Callable[[], list[dict[str, Any]]] = lambda: []  # the overview's fee payer health
     proxies: Any = None  # application.proxy_services.ProxyServices: the services and routes API (services.py)
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
-    webhooks: Any = None  # interfaces.webhook_service.WebhookService; None: no webhook pages or API
+    webhooks: Any = None  # interfaces.runtime.webhook_service.WebhookService; None: no webhook pages or API
     payment_list: Any = None  # projections.payment_list.PaymentListView: the overview, the payments pages and API
 
     def refresh_catalog(self) -> None:
@@ -63,7 +63,7 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
 
 
 def _webhooks(container: Any) -> Any:
-    from interfaces.webhook_service import WebhookService
+    from interfaces.runtime.webhook_service import WebhookService
 
     return WebhookService(container) if container.webhooks is not None else None
 
@@ -71,7 +71,7 @@ def _webhooks(container: Any) -> Any:
 def fee_payer_health(container: Any) -> list[dict[str, Any]]:
     """Each fee payer's SOL balance on each served network: ok, low (under PAYWARDEN_FEE_PAYER_MIN_LAMPORTS)
     or down (the chain did not answer)."""
-    from interfaces.health import Probes
+    from interfaces.runtime.probes import Probes
 
     rows = []
     floor = container.config.fee_payer_min_lamports

@@ -1,9 +1,10 @@
 """Webhooks in the console: the JSON API under /api/v1/webhooks and the pages /webhooks and /webhooks/{id}.
 
-Both call `interfaces.webhook_service.WebhookService` (the CLI's commands too). The signing secret is answered only
-by create and rotate; another merchant's endpoint is a 404 like an unknown one. Errors: a refused URL or event
-list is 400 `{"error": code, "message", "field"}` with the rule's code (`https_required`, `private_address`,
-`invalid_url`, `invalid_events`, `unresolvable`); an unknown endpoint or delivery is 404 `webhook_not_found`.
+Both call `interfaces.runtime.webhook_service.WebhookService` (the CLI's commands too). The signing secret is
+answered only by create and rotate; another merchant's endpoint is a 404 like an unknown one. Errors: a refused
+URL or event list is 400 `{"error": code, "message", "field"}` with the rule's code (`https_required`,
+`private_address`, `invalid_url`, `invalid_events`, `unresolvable`); an unknown endpoint or delivery is 404
+`webhook_not_found`.
 """
 
 from __future__ import annotations

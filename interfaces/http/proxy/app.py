@@ -38,7 +38,7 @@ from interfaces.http.proxy.payment import (
     requirements,
     settle_response,
 )
-from interfaces.metrics import exposition
+from interfaces.runtime.metrics_registry import exposition
 
 log = logging.getLogger("paywarden.proxy")
 OPERATIONS = "/.well-known/paywarden/"

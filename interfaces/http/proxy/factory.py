@@ -6,9 +6,9 @@ import ssl
 from typing import Any
 
 from interfaces.adapters.outbound import OutboundClient, OutboundPolicy
+from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.container import Container
 from interfaces.http.proxy.app import ProxyApp
-from interfaces.resolver import GetaddrinfoResolver
 
 
 def create_proxy_app(container: Container, *, resolver: Any = None, ssl_context: ssl.SSLContext | None = None,

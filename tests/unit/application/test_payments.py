@@ -14,9 +14,9 @@ from domain.codes import Code
 from domain.networks import DEVNET, MAINNET, SCHEME_EXACT, KeyEnv
 from domain.payment import PaymentState
 from domain.x402 import PaymentPayload, Requirements
-from interfaces.exact_client import build_exact_payment, to_base64
-from interfaces.inprocess import InProcessLocks, InProcessResultCache
-from interfaces.signers import KeypairFeePayers
+from interfaces.adapters.memory import InProcessLocks, InProcessResultCache
+from interfaces.adapters.signers import KeypairFeePayers
+from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 from tests.conftest import decode
 
 

@@ -31,7 +31,7 @@ from domain.exact import (
 )
 from domain.networks import DEVNET, MAINNET, Programs
 from domain.solana_tx import MAX_TRANSACTION_BASE64
-from interfaces.exact_client import (
+from interfaces.sandbox.exact_client import (
     LIGHTHOUSE,
     TOKEN,
     TOKEN_2022,

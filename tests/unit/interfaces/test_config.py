@@ -7,9 +7,9 @@ import json
 import pytest
 from solders.keypair import Keypair
 
+from interfaces.adapters.signers import write_keypair
 from interfaces.config import ConfigError, load_config
 from interfaces.container import build_fee_payers
-from interfaces.signers import write_keypair
 
 
 @pytest.mark.parametrize("name, value", [

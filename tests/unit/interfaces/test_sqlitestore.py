@@ -11,9 +11,9 @@ import pytest
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 
+from interfaces.adapters.sqlite import DurableSends, SQLiteFactory, fsync_database
 from interfaces.config import Config
 from interfaces.container import store_env
-from interfaces.sqlitestore import DurableSends, SQLiteFactory, fsync_database
 
 SYNCHRONOUS = {1: "NORMAL", 2: "FULL"}
 

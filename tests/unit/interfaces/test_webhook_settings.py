@@ -7,9 +7,9 @@ import email.utils
 import pytest
 
 from domain.webhook import RETRY_SCHEDULE
+from interfaces.adapters.webhook_sender import Answer
 from interfaces.config import ConfigError
-from interfaces.webhook_sender import Answer
-from interfaces.webhook_worker import load_settings, retry_after
+from interfaces.runtime.webhook_worker import load_settings, retry_after
 
 
 def test_defaults_are_the_standard_schedule_15_second_attempts_and_8_senders():

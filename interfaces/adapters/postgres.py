@@ -1,0 +1,167 @@
+"""PostgreSQL as the event store and read-model database, through `eventsourcing.postgres` (psycopg 3, pooled).
+
+`postgres_env` turns `PAYWARDEN_DATABASE_URL` into the `POSTGRES_*` environment of one application or view.
+Each application gets its own events table (`payments_events`, `merchants_events`: eventsourcing names it after
+the application) and each view its own tracking table (`accounts_tracking`), so any number of applications share
+one database without sharing a table.
+
+`PostgresFactory` is eventsourcing's factory with three changes: schema creation runs under a PostgreSQL
+advisory lock, so processes starting at once (two `serve` hosts, a worker and the CLI) create each table exactly
+once instead of racing on `CREATE TYPE` / `CREATE TABLE IF NOT EXISTS` (which fail concurrently in PostgreSQL);
+its pool gives up a reconnection chain after a few seconds so the next request retries at once; and applications
+insert their events in one round trip (`PostgresApplicationRecorder`). See docs/production.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import psycopg
+from eventsourcing import postgres
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.utils import retry
+from psycopg.sql import SQL, Identifier
+
+from interfaces.config import ConfigError
+
+# The pg_advisory_lock key of schema creation: any constant no other software on the database uses.
+SCHEMA_LOCK_KEY = 0x2F6B_5D0E_7A31_4C19
+FACTORY_TOPIC = "interfaces.adapters.postgres:PostgresFactory"
+RECONNECT_SECONDS = 3.0
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def postgres_env(url: str, *, pool_max: int = 10, timeout_seconds: int = 2) -> dict[str, str]:
+    """The eventsourcing environment for a `postgresql://user:password@host:port/dbname` URL.
+
+    The pool keeps one connection open and grows to `pool_max` under load; with gevent every waiting request is
+    a greenlet, so a small pool per process serves many concurrent requests. `timeout_seconds` bounds the wait
+    for a pooled connection: a database outage surfaces as an error within a few seconds, never as a hang.
+    """
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    dbname = unquote(parts.path.lstrip("/"))
+    if not dbname:
+        raise ConfigError(f"PAYWARDEN_DATABASE_URL must name a database (…/dbname), got {_redacted(url)!r}")
+    host = parts.hostname or query.get("host", [""])[0]
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        raise ConfigError(f"PAYWARDEN_DATABASE_URL has a bad port: {_redacted(url)!r}") from None
+    return {
+        "PERSISTENCE_MODULE": FACTORY_TOPIC,
+        "POSTGRES_DBNAME": dbname,
+        "POSTGRES_HOST": host,
+        "POSTGRES_PORT": str(port),
+        "POSTGRES_USER": unquote(parts.username or "") or query.get("user", [""])[0],
+        "POSTGRES_PASSWORD": unquote(parts.password or "") or query.get("password", [""])[0],
+        "POSTGRES_POOL_SIZE": "1",
+        "POSTGRES_MAX_OVERFLOW": str(max(pool_max - 1, 0)),
+        "POSTGRES_CONNECT_TIMEOUT": str(timeout_seconds),
+        "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
+        "POSTGRES_LOCK_TIMEOUT": "5",
+    }
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+@contextmanager
+def schema_lock(datastore: postgres.PostgresDatastore) -> Iterator[None]:
+    """Hold the schema advisory lock on a connection of its own (the pool's are busy creating the tables)."""
+    kwargs: dict[str, Any] = {k: v for k, v in dict(datastore.pool.kwargs or {}).items() if k != "row_factory"}
+    with psycopg.connect(**kwargs, autocommit=True, connect_timeout=10) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+
+
+class PostgresApplicationRecorder(postgres.PostgresApplicationRecorder):
+    """eventsourcing's application recorder, inserting in one round trip instead of three.
+
+    The library's insert is a pipelined transaction (BEGIN; LOCK TABLE … IN EXCLUSIVE MODE; NOTIFY; INSERT;
+    COMMIT): the lock makes commit order equal notification order, so a follower never skips an event committed
+    late with a lower id. Here the same statements run inside a PL/pgSQL function called as one autocommit
+    statement, whose implicit transaction holds the lock until it commits: the same guarantee, one round trip.
+    The library has such a function too (POSTGRES_ENABLE_DB_FUNCTIONS), but without the table lock and with one
+    name per database, which two applications in one database would overwrite; this one is named per table.
+    """
+
+    def __init__(self, datastore: postgres.PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        name = f"{events_table_name}_insert"
+        self.check_identifier_length(name)
+        schema, table = Identifier(datastore.schema), Identifier(events_table_name)
+        self.pg_function_name_insert_events = name
+        self.sql_invoke_pg_function_insert_events = SQL("SELECT * FROM {0}.{1}((%s))").format(schema, Identifier(name))
+        self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{function}(events {schema}.{event}[]) RETURNS SETOF bigint "
+            "LANGUAGE plpgsql AS $BODY$ BEGIN "
+            "SET LOCAL lock_timeout = '{lock_timeout}s'; "
+            "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
+            "NOTIFY {channel}; "
+            "RETURN QUERY INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT originator_id, originator_version, topic, state FROM unnest(events) RETURNING notification_id; "
+            "END; $BODY$"
+        ).format(schema=schema, function=Identifier(name), event=Identifier(self.stored_event_type_name),
+                 lock_timeout=datastore.lock_timeout, table=table, channel=Identifier(self.channel_name))
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        if not stored_events:
+            return None
+        rows = [self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
+                for e in stored_events]
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.sql_invoke_pg_function_insert_events, (rows,), prepare=True)
+            return [row[self.pg_function_name_insert_events] for row in curs.fetchall()]
+
+
+class PostgresFactory(postgres.PostgresFactory):
+    """eventsourcing's PostgreSQL factory, with schema creation serialized across processes, a pool that comes
+    back quickly after an outage, and one-round-trip inserts."""
+
+    application_recorder_class = PostgresApplicationRecorder
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        # psycopg_pool retries a lost connection with a doubling delay for 5 minutes: after a 30 s outage the
+        # next attempt may be 30 s away. Giving up after RECONNECT_SECONDS lets the next request start a fresh
+        # attempt at once, so service resumes within seconds of the database's return.
+        self.datastore.pool.reconnect_timeout = RECONNECT_SECONDS
+
+    def aggregate_recorder(self, purpose: str = "events") -> Any:
+        with self._creating():
+            return super().aggregate_recorder(purpose)
+
+    def application_recorder(self) -> Any:
+        with self._creating():
+            return super().application_recorder()
+
+    def tracking_recorder(self, tracking_recorder_class: Any = None) -> Any:
+        with self._creating():
+            return super().tracking_recorder(tracking_recorder_class)
+
+    def process_recorder(self) -> Any:
+        with self._creating():
+            return super().process_recorder()
+
+    @contextmanager
+    def _creating(self) -> Iterator[None]:
+        if not self.env_create_table():
+            yield
+            return
+        with schema_lock(self.datastore):
+            yield

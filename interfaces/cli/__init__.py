@@ -1,0 +1,1 @@
+"""The `paywarden` command: one module per command group."""

@@ -1,0 +1,293 @@
+"""`paywarden audit …`: the auditor's commands (histories, rebuild-and-compare, the signed log, the chain)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from domain.merchant import merchant_id
+
+
+def _container() -> Any:
+    from interfaces.cli.main import _container as build
+
+    return build()
+
+
+def _print_history(events: list[dict[str, Any]], as_json: bool) -> None:
+    from interfaces.audit.history import render
+
+    if as_json:
+        for e in events:
+            print(json.dumps(e, sort_keys=True))
+    elif events:
+        print(render(events))
+
+
+def payment(args: argparse.Namespace) -> int:
+    from interfaces.audit.history import history, payment_ids
+    from projections.payment_list import PaymentListProjection
+    from projections.runner import catch_up
+
+    c = _container()
+    catch_up(c.payments, PaymentListProjection(c.payment_list))  # look-ups by handle see every payment
+    ids = payment_ids(args.handle, c.payments, c.payment_list)
+    if not ids:
+        print(f"paywarden: no payment is named by {args.handle}", file=sys.stderr)
+        return 1
+    for i in ids:
+        _print_history(history(c.payments, i), args.json)
+    return 0
+
+
+def merchant(args: argparse.Namespace) -> int:
+    from interfaces.audit.history import history
+
+    c = _container()
+    events = history(c.merchants, merchant_id(args.name))
+    if not events:
+        print(f"paywarden: no merchant {args.name}", file=sys.stderr)
+        return 1
+    _print_history(events, args.json)
+    return 0
+
+
+def aggregate(args: argparse.Namespace) -> int:
+    """Any aggregate's events (a proxy service, a webhook endpoint, a listing, …), found in whichever store holds it."""
+    from uuid import UUID
+
+    from interfaces.audit.history import history
+    from interfaces.audit.stores import application_names, reader
+    from interfaces.config import load_config
+
+    try:
+        wanted = UUID(args.id)
+    except ValueError:
+        print(f"paywarden: {args.id} is not an id", file=sys.stderr)
+        return 2
+    config, events = load_config(), []
+    for name in application_names(config):
+        app = reader(config, name)
+        try:
+            events.extend(history(app, wanted))
+        finally:
+            app.close()
+    if not events:
+        print(f"paywarden: no events of {args.id}", file=sys.stderr)
+        return 1
+    _print_history(events, args.json)
+    return 0
+
+
+def rebuild(args: argparse.Namespace) -> int:
+    from interfaces.audit.rebuild import rebuild_all
+
+    c = _container()
+    different = 0
+    for result in rebuild_all(c, check=args.check):
+        for line in result.differences:
+            print(line)
+        different += len(result.differences)
+        verdict = "" if not args.check else (" equal" if not result.differences else
+                                              f" {len(result.differences)} difference(s)")
+        print(f"{result.name}: {result.rows} events replayed into a fresh copy;{verdict}", file=sys.stderr)
+    return 1 if different else 0
+
+
+def _audit_log() -> Any:
+    from interfaces.audit.log import AuditLog
+    from interfaces.config import load_config
+
+    return AuditLog.open(load_config())
+
+
+def checkpoint(args: argparse.Namespace) -> int:
+    audit = _audit_log()
+    try:
+        added = audit.catch_up()
+        size, note = audit.checkpoint()
+    finally:
+        audit.close()
+    print(note, end="")
+    print(f"checkpoint of {size} events ({added} newly logged)", file=sys.stderr)
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    audit = _audit_log()
+    try:
+        audit.catch_up()
+        signer = audit.signer()
+        audit.checkpoint(signer)
+        size = audit.export(Path(args.out), signer.verifier)
+    finally:
+        audit.close()
+    print(f"exported {size} events, their checkpoints and the public key to {args.out}", file=sys.stderr)
+    return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from interfaces.audit.verify import verify_export, verify_live
+
+    kept = [Path(p) for p in args.checkpoint]
+    if args.live == (args.directory is not None):
+        print("paywarden: give an export directory, or --live", file=sys.stderr)
+        return 2
+    if args.live:
+        audit = _audit_log()
+        try:
+            report = verify_live(audit, audit.signer().verifier, kept, args.payment)
+        finally:
+            audit.close()
+    else:
+        report = verify_export(Path(args.directory), kept, args.payment)
+    for note in report.notes:
+        print(note)
+    for failure in report.failures:
+        print(f"FAILED: {failure}")
+    if not report.ok:
+        return 1
+    print(f"verified: {report.size} events, every checkpoint signed and every root recomputed")
+    print("settled volume (atomic units) per merchant, network, asset:")
+    for (merchant_name, network, asset), amount in sorted(report.totals.items()):
+        print(f"  {merchant_name}  {network}  {asset}  {amount}")
+    return 0
+
+
+def keygen(args: argparse.Namespace) -> int:
+    from interfaces.audit.signing import CheckpointSigner
+
+    signer = CheckpointSigner.generate(args.name)
+    print(signer.encoded())
+    print(f"verifier key (publish it): {signer.verifier.encoded()}", file=sys.stderr)
+    return 0
+
+
+def follow(args: argparse.Namespace) -> int:
+    import threading
+
+    from interfaces.audit.log import follow as run
+    from interfaces.config import load_config
+
+    stop = threading.Event()
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    run(load_config(), stop)
+    return 0
+
+
+def chain(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from domain.networks import DEVNET, MAINNET
+    from interfaces.audit.chain import JsonRpc, RpcUnavailable, check
+    from interfaces.audit.stores import reader
+    from interfaces.config import ConfigError, load_config
+
+    config = load_config()
+    urls = {DEVNET.caip2: config.devnet_rpc_url, MAINNET.caip2: config.mainnet_rpc_url}
+    for given in args.rpc_url:
+        network, sep, url = given.partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--rpc-url takes NETWORK=URL, got {given!r}")
+        urls[network] = url
+    clients: dict[str, JsonRpc] = {}
+
+    def rpc_for(network: str) -> JsonRpc | None:
+        if network not in clients and urls.get(network):
+            clients[network] = JsonRpc(urls[network])
+        return clients.get(network)
+
+    since = None
+    if args.since:
+        try:
+            since = datetime.fromisoformat(args.since.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"--since takes an ISO 8601 time, got {args.since!r}") from None
+        since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    payments = reader(config, "payments")
+    try:
+        report = check(payments, rpc_for, since)
+    except RpcUnavailable as down:
+        print(f"paywarden: the chain did not answer: {down}", file=sys.stderr)
+        return 2
+    finally:
+        payments.close()
+        for client in clients.values():
+            client.close()
+    for problem in report.problems:
+        print(problem)
+    print(f"{report.checked} settled payment(s) checked against the chain; {len(report.problems)} problem(s)",
+          file=sys.stderr)
+    return 1 if report.problems else 0
+
+
+def _guarded(command: Any) -> Any:
+    """A refusal (no signing key, an export that cannot be read, …) is a message and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from domain.checkpoint import NoteError
+        from domain.log_entry import EntryError
+
+        try:
+            return int(command(args))
+        except (NoteError, EntryError, OSError) as refused:
+            print(f"paywarden: {refused}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def add_parser(commands: Any) -> None:
+    audit = commands.add_parser("audit", help="the auditor's tools").add_subparsers(dest="action", required=True)
+    p = audit.add_parser("payment", help="a payment's events in order, by payment id, idempotency key, "
+                                         "transaction signature or payment hash")
+    p.add_argument("handle", help="payment id, idempotency key (the payment hash), transaction signature or "
+                                  "message hash")
+    p.add_argument("--json", action="store_true", help="one JSON object per event and line")
+    p.set_defaults(func=_guarded(payment))
+    m = audit.add_parser("merchant", help="a merchant account's events in order")
+    m.add_argument("name", help="the merchant's name")
+    m.add_argument("--json", action="store_true", help="one JSON object per event and line")
+    m.set_defaults(func=_guarded(merchant))
+    a = audit.add_parser("service", help="a proxy service's events in order (or any aggregate's, by id)")
+    a.add_argument("id", help="the service's id (or any aggregate's)")
+    a.add_argument("--json", action="store_true", help="one JSON object per event and line")
+    a.set_defaults(func=_guarded(aggregate))
+    r = audit.add_parser("rebuild", help="replay the event store into fresh copies of every read model "
+                                         "(the live ones are only read)")
+    r.add_argument("--check", action="store_true", help="compare each copy with the live read model row by row; "
+                                                         "exit 1 on any difference")
+    r.set_defaults(func=_guarded(rebuild))
+    c = audit.add_parser("checkpoint", help="log every stored event not yet logged and sign a checkpoint now")
+    c.set_defaults(func=_guarded(checkpoint))
+    e = audit.add_parser("export", help="write the events, checkpoints and public key an auditor verifies")
+    e.add_argument("--out", required=True, help="directory to write (created)")
+    e.set_defaults(func=_guarded(export))
+    v = audit.add_parser("verify", help="verify an export offline (or the live store with --live)")
+    v.add_argument("directory", nargs="?", help="an export written by `audit export`")
+    v.add_argument("--live", action="store_true", help="verify the live store against its log and checkpoints")
+    v.add_argument("--checkpoint", action="append", default=[], metavar="OLD",
+                   help="a checkpoint you kept: prove the log only grew since (repeatable)")
+    v.add_argument("--payment", action="append", default=[], metavar="ID",
+                   help="prove this payment's events are in the log (repeatable)")
+    v.set_defaults(func=_guarded(verify))
+    k = audit.add_parser("keygen", help="make a checkpoint signing key (PAYWARDEN_AUDIT_SIGNING_KEY)")
+    k.add_argument("name", help="the log's name, e.g. paywarden.example.com/audit")
+    k.set_defaults(func=_guarded(keygen))
+    f = audit.add_parser("follow", help="run the audit log follower alone (`paywarden project` runs it too)")
+    f.set_defaults(func=_guarded(follow))
+    ch = audit.add_parser("chain", help="check every settled payment against the chain (RPC); exit 1 on any "
+                                        "mismatch or payment pending past its blockhash lifetime")
+    ch.add_argument("--since", help="only payments received at or after this ISO 8601 time")
+    ch.add_argument("--rpc-url", action="append", default=[], metavar="NETWORK=URL",
+                    help="RPC endpoint of a network (default: PAYWARDEN_DEVNET_RPC_URL, PAYWARDEN_MAINNET_RPC_URL)")
+    ch.set_defaults(func=_guarded(chain))

@@ -1,0 +1,280 @@
+"""`paywarden bench-reference`: Paywarden against the x402 SDK's own SVM facilitator, side by side, one command.
+
+The reference is the x402 package's `x402Facilitator` with its `exact` SVM scheme (`ExactSvmFacilitatorScheme`) and its
+`FacilitatorKeypairSigner`, served by FastAPI under uvicorn in one process, as the SDK's examples serve it. Its
+chain is an in-process LiteSVM (the same `Sandbox` with the real SPL Token program that our localnet serves): the
+signer's three chain calls (simulate, send, confirm) go to it instead of a JSON-RPC client, which is the fastest
+chain the reference can have; everything else (parsing, the scheme's checks, co-signing) is the SDK's code.
+
+Paywarden is started as `paywarden up --json` (the embedded default, or PostgreSQL + Redis when
+PAYWARDEN_DATABASE_URL / PAYWARDEN_REDIS_URL are set) from a fresh data directory, with the sandbox merchant's
+rate limit raised. Both get the same load from `interfaces.cli.bench.drive`: distinct really-signed payments, signed
+before the clock starts, `--concurrency` clients on keep-alive connections. Runs alternate (reference, Paywarden,
+reference, ...) so a change in the machine's load hits both; each run prints the load average beside its figures,
+and the summary gives each side's best and median run and the ratio of the medians.
+"""
+
+import argparse
+import base64
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from solders.hash import Hash
+from solders.keypair import Keypair
+
+from interfaces.adapters.signers import read_keypair
+from interfaces.cli.bench import Api, drive, faucet, rpc, sign_payments
+
+REFERENCE_ENV = "PAYWARDEN_REFERENCE_KEYS"  # "fee_payer.json,payer.json,pay_to.json" for the served app
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--op", choices=("verify",), default="verify", help="the operation compared (verify)")
+    p.add_argument("--concurrency", type=int, default=32, help="concurrent clients (default 32)")
+    p.add_argument("--requests", type=int, default=2000, help="payments per run (default 2000)")
+    p.add_argument("--warmup", type=int, default=300, help="payments sent first to each, not counted (default 300)")
+    p.add_argument("--rounds", type=int, default=2, help="runs of each, alternating (default 2)")
+    p.add_argument("--workers", type=int, default=1, help="Paywarden API workers (default 1)")
+    p.add_argument("--reference-port", type=int, default=8490, help="the reference facilitator's port (8490)")
+    p.add_argument("--port", type=int, default=8492, help="Paywarden's API port (default 8492)")
+    p.add_argument("--rpc-port", type=int, default=8499, help="Paywarden's localnet port (default 8499)")
+    p.add_argument("--proxy-port", type=int, default=8495, help="Paywarden's proxy port (default 8495)")
+    p.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
+
+
+# -- the reference facilitator (runs in its own process under uvicorn) -------------------------------------------
+
+
+def reference_app() -> Any:  # no `from __future__ import annotations` here: FastAPI reads the handlers' types
+    """The FastAPI app uvicorn serves (`--factory interfaces.cli.bench_reference:reference_app`)."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from solders.transaction import VersionedTransaction
+    from x402 import x402Facilitator
+    from x402.mechanisms.svm.exact import ExactSvmFacilitatorScheme
+    from x402.mechanisms.svm.signers import FacilitatorKeypairSigner
+    from x402.schemas import PaymentPayload, PaymentRequirements
+
+    from domain.networks import DEVNET
+    from interfaces.sandbox.chain import Sandbox
+
+    fee_payer_path, payer_path, pay_to_path = os.environ[REFERENCE_ENV].split(",")
+    fee_payer, payer, pay_to = (read_keypair(Path(p)) for p in (fee_payer_path, payer_path, pay_to_path))
+    sandbox = Sandbox()
+    sandbox.airdrop(str(fee_payer.pubkey()), 10 * 10**9)
+    sandbox.airdrop(str(payer.pubkey()), 10**9)
+    sandbox.mint_usdc(str(payer.pubkey()), 10**12)
+    sandbox.mint_usdc(str(pay_to.pubkey()), 0)
+
+    class LiteSvmSigner(FacilitatorKeypairSigner):
+        """The SDK's keypair signer (its co-signing unchanged) over an in-process LiteSVM instead of RPC."""
+
+        def simulate_transaction(self, tx_base64: str, network: str) -> None:
+            outcome = sandbox.simulate(VersionedTransaction.from_bytes(base64.b64decode(tx_base64)))
+            if not outcome.ok:
+                raise RuntimeError(f"Simulation failed: {outcome.err}")
+
+        def send_transaction(self, tx_base64: str, network: str) -> str:
+            tx = VersionedTransaction.from_bytes(base64.b64decode(tx_base64))
+            outcome = sandbox.send(tx, preflight=False)
+            if not outcome.ok:
+                raise RuntimeError(f"Transaction failed: {outcome.err}")
+            return str(tx.signatures[0])
+
+        def confirm_transaction(self, signature: str, network: str, timeout_seconds: int = 30) -> None:
+            if sandbox.transaction(signature) is None:
+                raise RuntimeError("Transaction confirmation timeout")
+
+    facilitator = x402Facilitator().register([DEVNET.caip2], ExactSvmFacilitatorScheme(LiteSvmSigner(fee_payer)))
+    app = FastAPI()
+
+    async def parsed(request: Request) -> tuple[Any, Any]:
+        body = await request.json()
+        return (PaymentPayload.model_validate(body["paymentPayload"]),
+                PaymentRequirements.model_validate(body["paymentRequirements"]))
+
+    @app.post("/verify")
+    async def verify(request: Request) -> JSONResponse:
+        payload, requirements = await parsed(request)
+        answer = await facilitator.verify(payload, requirements)
+        return JSONResponse(answer.model_dump(by_alias=True, exclude_none=True))
+
+    @app.post("/settle")
+    async def settle(request: Request) -> JSONResponse:
+        payload, requirements = await parsed(request)
+        answer = await facilitator.settle(payload, requirements)
+        return JSONResponse(answer.model_dump(by_alias=True, exclude_none=True))
+
+    @app.get("/supported")
+    async def supported() -> JSONResponse:
+        return JSONResponse(facilitator.get_supported().model_dump(by_alias=True, exclude_none=True))
+
+    @app.get("/blockhash")  # set-up only: the bench signs against the in-process chain's blockhash
+    async def blockhash() -> JSONResponse:
+        return JSONResponse({"blockhash": sandbox.latest_blockhash()[0]})
+
+    return app
+
+
+# -- the runner ------------------------------------------------------------------------------------------------------
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _wait(url: str, child: subprocess.Popen, what: str, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {child.returncode}")
+        try:
+            _get_json(url)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{what} did not answer {url} within {seconds:.0f} s")
+
+
+def _stop(child: subprocess.Popen) -> None:
+    if child.poll() is None:
+        os.killpg(child.pid, 2)  # the child leads its own session: SIGINT stops it and its own children
+        try:
+            child.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, 9)
+            child.wait()
+
+
+def _start_reference(args: argparse.Namespace, work: Path, children: list) -> tuple[str, Keypair, str]:
+    keys = []
+    for name in ("ref-fee-payer", "ref-payer", "ref-pay-to"):
+        path = work / f"{name}.json"
+        path.write_text(json.dumps(list(bytes(Keypair()))))
+        keys.append(path)
+    env = {**os.environ, REFERENCE_ENV: ",".join(map(str, keys))}
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "interfaces.cli.bench_reference:reference_app",
+            "--host", "127.0.0.1", "--port", str(args.reference_port), "--log-level", "warning",
+            "--no-access-log"]
+    child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    children.append(child)
+    url = f"http://127.0.0.1:{args.reference_port}"
+    _wait(url + "/supported", child, "the reference facilitator")
+    return url, read_keypair(keys[1]), str(read_keypair(keys[2]).pubkey())
+
+
+def _start_paywarden(args: argparse.Namespace, work: Path, children: list) -> dict[str, Any]:
+    env = {**os.environ, "PAYWARDEN_DATA_DIR": str(work / "paywarden")}
+    argv = [sys.executable, "-m", "interfaces.cli.main", "up", "--json", "--workers", str(args.workers),
+            "--port", str(args.port), "--rpc-port", str(args.rpc_port), "--proxy-port", str(args.proxy_port)]
+    log = (work / "paywarden.log").open("w")  # its JSON access log: kept off the terminal
+    child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                             text=True, start_new_session=True)
+    children.append(child)
+    line = child.stdout.readline() if child.stdout else ""
+    if not line.startswith("{"):
+        raise RuntimeError(f"paywarden up did not print its addresses (status {child.poll()}): {line!r}")
+    up = json.loads(line)
+    subprocess.run([sys.executable, "-m", "interfaces.cli.main", "merchant", "set-rate-limit", up["merchant"],
+                    "--per-minute", "100000000"], env=env, check=True, stdout=subprocess.DEVNULL)
+    return up
+
+
+def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args: argparse.Namespace) -> dict:
+    load = os.getloadavg()[0]
+    report = drive(bodies, base_url=base_url, api_key=api_key, op=args.op, concurrency=args.concurrency,
+                   timeout=60, label=label)
+    figures = {"side": label, "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2),
+               **report.as_dict()}
+    print(f"{label:>10}: {figures['throughput']:>7} /s   p50 {figures['p50_ms']} ms   p99 {figures['p99_ms']} ms"
+          f"   load {figures['load_1min_before']} → {figures['load_1min_after']}   {figures['answers']}",
+          flush=True)
+    return figures
+
+
+def run(args: argparse.Namespace) -> int:
+    per_side = args.warmup + args.rounds * args.requests
+    with tempfile.TemporaryDirectory(prefix="pw-bench-ref-") as tmp:
+        work = Path(tmp)
+        children: list[subprocess.Popen] = []
+        try:
+            ref_url, ref_payer, ref_pay_to = _start_reference(args, work, children)
+            up = _start_paywarden(args, work, children)
+            base_url, api_key, rpc_url = up["base_url"], up["api_key"], up["rpc_url"]
+
+            kind = _get_json(ref_url + "/supported")["kinds"][0]
+            ref_fee_payer, ref_network = kind["extra"]["feePayer"], kind["network"]
+            status, supported = Api(base_url, api_key, 10).request("GET", "/supported")
+            if status != 200:
+                raise RuntimeError(f"Paywarden GET /supported answered {status} {supported}")
+            kind = supported["kinds"][0]
+            pw_payer = read_keypair(Path(up["payer_keypair_path"]))
+            pay_to = str(Keypair().pubkey())
+            faucet(rpc_url, pay_to, usdc_atomic=1)
+            faucet(rpc_url, str(pw_payer.pubkey()), usdc_atomic=1000 * per_side, sol="1")
+
+            def reference_bodies(count: int) -> list[bytes]:  # signed just before use: blockhashes expire
+                blockhash = Hash.from_string(_get_json(ref_url + "/blockhash")["blockhash"])
+                return sign_payments(ref_payer, count, fee_payer=ref_fee_payer, network=ref_network,
+                                     pay_to=ref_pay_to, amount=1000, blockhash=blockhash)
+
+            def paywarden_bodies(count: int) -> list[bytes]:
+                blockhash = Hash.from_string(rpc(rpc_url, "getLatestBlockhash")["value"]["blockhash"])
+                return sign_payments(pw_payer, count, fee_payer=kind["extra"]["feePayer"], network=kind["network"],
+                                     pay_to=pay_to, amount=1000, blockhash=blockhash)
+
+            print(f"{args.op}, {args.concurrency} clients, {args.requests} payments per run (each signed before "
+                  f"its run), Paywarden with {args.workers} worker(s) on "
+                  f"{'PostgreSQL' if up.get('database_url', '').startswith('postgres') else 'the embedded store'}",
+                  flush=True)
+            if args.warmup:
+                drive(reference_bodies(args.warmup), base_url=ref_url, api_key="-", op=args.op,
+                      concurrency=args.concurrency, timeout=60, label="warm-up reference")
+                drive(paywarden_bodies(args.warmup), base_url=base_url, api_key=api_key, op=args.op,
+                      concurrency=args.concurrency, timeout=60, label="warm-up paywarden")
+            runs: list[dict] = []
+            for _ in range(args.rounds):
+                runs.append(_one_run("reference", reference_bodies(args.requests), ref_url, "-", args))
+                runs.append(_one_run("paywarden", paywarden_bodies(args.requests), base_url, api_key, args))
+        finally:
+            for child in reversed(children):
+                _stop(child)
+    summary = _summary(runs, args)
+    print(f"reference: median {summary['reference']['median']} /s (best {summary['reference']['best']}), "
+          f"p99 median {summary['reference']['p99_median_ms']} ms")
+    print(f"paywarden: median {summary['paywarden']['median']} /s (best {summary['paywarden']['best']}), "
+          f"p99 median {summary['paywarden']['p99_median_ms']} ms")
+    print(f"ratio paywarden / reference (medians): {summary['ratio']}")
+    if args.json:
+        print(json.dumps(summary))
+    clean = all(set(r["answers"]) == {"200 valid"} for r in runs)
+    if not clean:
+        print("some answers were not 200 valid: see the runs above", file=sys.stderr)
+    return 0 if clean else 1
+
+
+def _summary(runs: list[dict], args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"op": args.op, "concurrency": args.concurrency, "requests": args.requests,
+                           "workers": args.workers, "runs": runs}
+    for side in ("reference", "paywarden"):
+        mine = [r for r in runs if r["side"] == side]
+        out[side] = {"median": round(statistics.median(r["throughput"] for r in mine), 1),
+                     "best": max(r["throughput"] for r in mine),
+                     "p99_median_ms": round(statistics.median(r["p99_ms"] for r in mine), 2)}
+    out["ratio"] = round(out["paywarden"]["median"] / out["reference"]["median"], 2)
+    return out
+
+
+if __name__ == "__main__":  # `python -m interfaces.cli.bench_reference`, the same as `paywarden bench-reference`
+    parser = argparse.ArgumentParser(prog="bench-reference", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    sys.exit(run(parser.parse_args()))

@@ -1,0 +1,190 @@
+"""`paywarden service …` and `paywarden route …`: the proxy's services and routes from the command line.
+
+An upstream credential is never a command-line argument (it would sit in the process list and shell history):
+`--upstream-auth HEADER` reads the value from standard input, one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from interfaces.http.proxy.representation import route_json, service_json
+
+
+def _container() -> Any:
+    from interfaces.cli.main import _container as build
+
+    return build()
+
+
+def _print(value: Any) -> None:
+    print(json.dumps(value, indent=2))
+
+
+def _secret_from_stdin(header: str) -> tuple[str, str]:
+    if sys.stdin.isatty():
+        print(f"value of {header} (one line): ", end="", file=sys.stderr, flush=True)
+    value = sys.stdin.readline().rstrip("\r\n")
+    return header, value
+
+
+def service_create(args: argparse.Namespace) -> int:
+    c = _container()
+    auth = _secret_from_stdin(args.upstream_auth) if args.upstream_auth else None
+    service = c.proxies.create_service(args.merchant, args.name, args.domain, args.subdomain or "",
+                                       args.path_suffix or "", args.port, upstream_auth=auth, slug=args.slug)
+    _print(service_json(service, c.config.proxy_url))
+    return 0
+
+
+def service_list(args: argparse.Namespace) -> int:
+    c = _container()
+    _print([service_json(s, c.config.proxy_url) for s in c.proxies.list_services(args.merchant)])
+    return 0
+
+
+def service_show(args: argparse.Namespace) -> int:
+    c = _container()
+    _print(service_json(c.proxies.get_service(args.merchant, args.id), c.config.proxy_url))
+    return 0
+
+
+def service_update(args: argparse.Namespace) -> int:
+    c = _container()
+    proxies, merchant, sid = c.proxies, args.merchant, args.id
+    if args.name is not None:
+        proxies.rename(merchant, sid, args.name)
+    if any(v is not None for v in (args.domain, args.subdomain, args.path_suffix, args.port)):
+        current = proxies.get_service(merchant, sid).base
+        proxies.change_base_url(
+            merchant, sid, args.domain if args.domain is not None else current.domain,
+            args.subdomain if args.subdomain is not None else current.subdomain,
+            args.path_suffix if args.path_suffix is not None else current.path_suffix,
+            args.port if args.port is not None else current.port)
+    if args.active is not None:
+        proxies.set_active(merchant, sid, args.active == "on")
+    if args.upstream_auth:
+        proxies.set_upstream_auth(merchant, sid, *_secret_from_stdin(args.upstream_auth))
+    if args.clear_upstream_auth:
+        proxies.clear_upstream_auth(merchant, sid)
+    if args.body_limit is not None:
+        proxies.set_body_limit(merchant, sid, args.body_limit)
+    _print(service_json(proxies.get_service(merchant, sid), c.config.proxy_url))
+    return 0
+
+
+def service_delete(args: argparse.Namespace) -> int:
+    c = _container()
+    c.proxies.delete_service(args.merchant, args.id)
+    print(f"service {args.id} deleted", file=sys.stderr)
+    return 0
+
+
+def route_add(args: argparse.Namespace) -> int:
+    c = _container()
+    terms: dict[str, Any] = {"settle": args.settle, "max_timeout_seconds": args.max_timeout_seconds}
+    if args.description:
+        terms["description"] = args.description
+    if args.mime_type:
+        terms["mime_type"] = args.mime_type
+    if args.bazaar:
+        terms["bazaar"] = json.loads(args.bazaar)
+    route = c.proxies.add_route(args.merchant, args.service, method=args.method, path=args.path,
+                                price=args.price, pay_to=args.pay_to, network_id=args.network, asset=args.asset,
+                                **terms)
+    _print(route_json(route))
+    return 0
+
+
+def route_list(args: argparse.Namespace) -> int:
+    c = _container()
+    _print([route_json(r) for r in c.proxies.get_service(args.merchant, args.service).routes.values()])
+    return 0
+
+
+def route_delete(args: argparse.Namespace) -> int:
+    c = _container()
+    c.proxies.remove_route(args.merchant, args.service, args.route_id)
+    print(f"route {args.route_id} deleted", file=sys.stderr)
+    return 0
+
+
+def bench_proxy(args: argparse.Namespace) -> int:
+    from interfaces.cli.bench_proxy import run
+
+    return run(args)
+
+
+def add_commands(commands: Any) -> None:
+    from interfaces.cli.bench_proxy import add_arguments
+
+    bench = commands.add_parser("bench-proxy", help="the proxy's added latency over calling the backend directly")
+    add_arguments(bench)
+    bench.set_defaults(func=bench_proxy)
+
+    service = commands.add_parser("service", help="proxy services").add_subparsers(dest="action", required=True)
+    create = service.add_parser("create", help="register a service behind the proxy")
+    create.add_argument("--merchant", required=True, help="the merchant's name")
+    create.add_argument("--name", required=True, help="the service's name")
+    create.add_argument("--domain", help="a verified domain (default: the only one); localhost in sandbox mode")
+    create.add_argument("--subdomain", help="the subdomain in the service's base URL")
+    create.add_argument("--path-suffix", help="the path after the domain in the service's base URL")
+    create.add_argument("--port", type=int, help="sandbox localhost only")
+    create.add_argument("--upstream-auth", metavar="HEADER", help="inject HEADER; its value is read from stdin")
+    create.add_argument("--slug", help="operator only: a custom slug")
+    create.set_defaults(func=service_create)
+    listing = service.add_parser("list", help="a merchant's services")
+    listing.add_argument("--merchant", required=True, help="the merchant's name")
+    listing.set_defaults(func=service_list)
+    show = service.add_parser("show", help="one service")
+    show.add_argument("id", help="the service's id")
+    show.add_argument("--merchant", required=True, help="the merchant's name")
+    show.set_defaults(func=service_show)
+    update = service.add_parser("update", help="rename, (de)activate, move, set upstream auth or body limit")
+    update.add_argument("id", help="the service's id")
+    update.add_argument("--merchant", required=True, help="the merchant's name")
+    update.add_argument("--name", help="the new name")
+    update.add_argument("--active", choices=("on", "off"), help="on or off: whether the proxy serves it")
+    update.add_argument("--domain", help="move it to another verified domain")
+    update.add_argument("--subdomain", help="the subdomain in the service's base URL")
+    update.add_argument("--path-suffix", help="the path after the domain in the service's base URL")
+    update.add_argument("--port", type=int, help="sandbox localhost only: the upstream port")
+    update.add_argument("--upstream-auth", metavar="HEADER", help="inject HEADER; its value is read from stdin")
+    update.add_argument("--clear-upstream-auth", action="store_true", help="stop injecting the upstream auth header")
+    update.add_argument("--body-limit", type=int, help="request body limit in bytes (default 65536)")
+    update.set_defaults(func=service_update)
+    delete = service.add_parser("delete", help="delete a service (its routes first)")
+    delete.add_argument("id", help="the service's id")
+    delete.add_argument("--merchant", required=True, help="the merchant's name")
+    delete.set_defaults(func=service_delete)
+
+    route = commands.add_parser("route", help="priced routes of a service").add_subparsers(dest="action",
+                                                                                           required=True)
+    add = route.add_parser("add", help="price a route (x402 pattern syntax: *, [param], :param, /*)")
+    add.add_argument("--merchant", required=True, help="the merchant's name")
+    add.add_argument("--service", required=True, help="the service's id")
+    add.add_argument("--method", default="GET", help="HTTP method (default GET)")
+    add.add_argument("--path", required=True, help="the route's path pattern")
+    add.add_argument("--price", type=int, required=True, help="atomic units (1 USDC = 1000000)")
+    add.add_argument("--pay-to", required=True, help="the address paid (base58)")
+    add.add_argument("--network", help="CAIP-2 network id (docs/proxy.md gives the default)")
+    add.add_argument("--asset", help="token mint (default: the network's USDC)")
+    add.add_argument("--description", help="what the route serves (in the 402 and the catalog)")
+    add.add_argument("--mime-type", help="the response's MIME type")
+    add.add_argument("--max-timeout-seconds", type=int, default=60, help="the payment's maxTimeoutSeconds (default 60)")
+    add.add_argument("--settle", choices=("after", "before"), default="after",
+                     help="settle after the upstream answers (default) or before forwarding")
+    add.add_argument("--bazaar", help="discovery metadata as JSON")
+    add.set_defaults(func=route_add)
+    rl = route.add_parser("list", help="a service's routes")
+    rl.add_argument("--merchant", required=True, help="the merchant's name")
+    rl.add_argument("--service", required=True, help="the service's id")
+    rl.set_defaults(func=route_list)
+    rd = route.add_parser("delete", help="delete a route")
+    rd.add_argument("route_id", help="the route's id")
+    rd.add_argument("--merchant", required=True, help="the merchant's name")
+    rd.add_argument("--service", required=True, help="the service's id")
+    rd.set_defaults(func=route_delete)

@@ -1,0 +1,83 @@
+"""Who is calling: `Authorization: Bearer pw_{live|test}_<40 base62>`, or the anonymous public identity."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import falcon
+
+from domain.clients import ANONYMOUS_ID, Capability, Client
+from domain.merchant import key_hash, parse_key, same_hash
+from domain.networks import NETWORKS, SCHEME_EXACT, KeyEnv
+from interfaces.http.common.ratelimit import FailedAuthLimit
+from projections.accounts import AccountsView
+
+
+class Unauthorized(Exception):
+    """401, with the code and message of DESIGN.md's error body."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class Authenticator:
+    def __init__(self, accounts: AccountsView, *, anonymous: bool, served: Iterable[str], usage: Any = None) -> None:
+        self._accounts, self._anonymous, self._usage = accounts, anonymous, usage
+        self._public = Client(
+            id=ANONYMOUS_ID, registered=False,
+            capabilities=frozenset(Capability(n, SCHEME_EXACT, NETWORKS[n].usdc_mint) for n in served),
+        )
+
+    def client(self, req: falcon.Request) -> Client:
+        return self.identify(req)[0]
+
+    def identify(self, req: falcon.Request) -> tuple[Client, str | None]:
+        """The client, and the SHA-256 of the API key it authenticated with (None for the anonymous identity)."""
+        header = req.get_header("Authorization")
+        if header is None:
+            if self._anonymous:
+                return self._public, None
+            raise Unauthorized("missing_api_key", "send Authorization: Bearer <API key>")
+        scheme, _, api_key = header.partition(" ")
+        if scheme.lower() != "bearer" or parse_key(api_key.strip()) is None:
+            raise Unauthorized("invalid_api_key", "the Authorization header must be Bearer pw_live_… or pw_test_…")
+        digest = key_hash(api_key.strip())
+        record = self._accounts.get_key(digest)
+        # The lookup is by SHA-256, and the final comparison is constant-time: timing tells nothing of the key.
+        if record is None or not same_hash(record.key_hash, digest):
+            raise Unauthorized("invalid_api_key", "unknown API key")
+        if record.revoked:
+            raise Unauthorized("revoked_api_key", f"API key {record.prefix}… has been revoked")
+        if self._usage is not None:  # the console's "last used", written at most once a minute per key
+            self._usage.touch(record.prefix)
+        return Client(
+            id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
+            capabilities=frozenset(Capability(*c) for c in record.capabilities),
+            rate_limit_per_minute=record.rate_limit_per_minute,
+        ), record.key_hash
+
+
+class AuthMiddleware:
+    """Resolves `req.context.client` (and `api_key_id`, the key's SHA-256) for resources that declare
+    `authenticate = True`. With `failures`, a client IP that has spent its budget of failed authentications gets
+    429 before any key is looked up, and every 401 is counted against its IP."""
+
+    def __init__(self, authenticator: Authenticator, failures: FailedAuthLimit | None = None) -> None:
+        self._authenticator, self._failures = authenticator, failures
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict) -> None:
+        req.context.operation = getattr(resource, "operation", None)
+        if not getattr(resource, "authenticate", False):
+            return
+        if self._failures is None:
+            req.context.client, req.context.api_key_id = self._authenticator.identify(req)
+            return
+        address = self._failures.address(req)
+        self._failures.check(address)
+        try:
+            req.context.client, req.context.api_key_id = self._authenticator.identify(req)
+        except Unauthorized:
+            self._failures.failed(address)
+            raise

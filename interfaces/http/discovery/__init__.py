@@ -1,0 +1,1 @@
+"""The public discovery catalog resource."""

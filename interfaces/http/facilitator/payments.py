@@ -1,0 +1,128 @@
+"""Falcon resources of the facilitator API: POST /verify, POST /settle, GET /supported."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import falcon
+
+from application.outcomes import SettleOutcome
+from application.payments import Payments
+from domain.codes import Code
+from domain.networks import SCHEME_EXACT, X402_VERSION
+from domain.routes import compile_pattern, normalize_path
+from interfaces.adapters.signers import KeypairFeePayers
+from interfaces.http.common.body import read_json
+from interfaces.http.common.errors import WireError
+from interfaces.http.facilitator.schemas import (
+    PaymentRequestSchema,
+    SettleResponseSchema,
+    SupportedQuerySchema,
+    VerifyResponseSchema,
+)
+
+REPLAYED = "Idempotent-Replayed"
+IDEMPOTENCY_KEY = "Idempotency-Key"
+_PRINTABLE = re.compile(r"^[\x21-\x7e][\x20-\x7e]{0,254}$")
+
+
+class VerifyResource:
+    operation, authenticate, rate_limit = "verify", True, "key"
+
+    def __init__(self, payments: Payments) -> None:
+        self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), VerifyResponseSchema()
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        command = self._schema.load(read_json(req))
+        outcome = self._payments.verify(req.context.client, command["payment_payload"],
+                                        command["payment_requirements"])
+        resp.status = falcon.HTTP_200 if outcome.is_valid else falcon.HTTP_400
+        resp.media = self._dump.dump(outcome)
+        if outcome.replayed:
+            resp.set_header(REPLAYED, "true")
+
+
+class SettleResource:
+    operation, authenticate, rate_limit = "settle", True, "key"
+
+    def __init__(self, payments: Payments) -> None:
+        self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), SettleResponseSchema()
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        command = self._schema.load(read_json(req))
+        outcome = self._payments.settle(req.context.client, command["payment_payload"],
+                                        command["payment_requirements"], _idempotency_key(req))
+        resp.status = _settle_status(outcome)
+        resp.media = self._dump.dump(outcome)
+        if outcome.replayed:
+            resp.set_header(REPLAYED, "true")
+
+
+def _idempotency_key(req: falcon.Request) -> str | None:
+    """Stripe's convention: 1 to 255 printable ASCII characters, sent again on a retry of the same settle."""
+    key = req.get_header(IDEMPOTENCY_KEY)
+    if key is not None and not _PRINTABLE.fullmatch(key):
+        raise WireError(Code.INVALID_PAYLOAD, message=f"the {IDEMPOTENCY_KEY} header must be 1 to 255 printable "
+                                                      "ASCII characters")
+    return key
+
+
+def _settle_status(outcome: SettleOutcome) -> str:
+    """`settlement_pending` is a 200 (x402 v2: the SDKs retry once, and only on a 200 they can parse)."""
+    if outcome.success or outcome.pending:
+        return falcon.HTTP_200
+    return falcon.HTTP_400
+
+
+class SupportedResource:
+    """The kinds the client's capabilities enable on the networks served here, each with `extra.feePayer`, and
+    `signers` as x402 v2's reference facilitator sends them: CAIP family (`solana:*`) → its signer addresses, once
+    each, in order, for the families of the kinds listed."""
+
+    authenticate, rate_limit = True, "key"
+
+    def __init__(self, served: list[str], fee_payers: KeypairFeePayers, proxies: Any = None) -> None:
+        self._served, self._fee_payers, self._query = served, fee_payers, SupportedQuerySchema()
+        self._proxies = proxies
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        query = self._query.load(req.params)
+        client = req.context.client
+        networks = [n for n in self._served if any(c.network == n for c in client.capabilities)]
+        if "service" in query:  # the kinds of that (own) service's routes matching `path` (docs/proxy.md)
+            routes = self._routes(client, query["service"], query.get("path"))
+            if routes is None:
+                resp.status, resp.media = falcon.HTTP_400, {
+                    "error": "unknown_service", "message": "none of your services has this slug, or no route "
+                    "of it matches this path"}
+                return
+            networks = [n for n in networks if any(r.network == n for r in routes)]
+        resp.media = {
+            "kinds": [
+                {"x402Version": X402_VERSION, "scheme": SCHEME_EXACT, "network": n,
+                 "extra": {"feePayer": self._fee_payers.addresses(n)[0]}}
+                for n in networks
+            ],
+            "extensions": [],
+            "signers": _signers_by_family(networks, self._fee_payers),
+        }
+
+
+    def _routes(self, client: Any, slug: str, path: str | None) -> list[Any] | None:
+        service = self._proxies.get_by_slug(slug.lower()) if self._proxies is not None else None
+        if service is None or client.merchant != service.merchant:
+            return None
+        if path is None:
+            return list(service.routes.values())
+        normalized = normalize_path(path if path.startswith("/") else "/" + path)
+        routes = [r for r in service.routes.values() if compile_pattern(r.path).match(normalized)]
+        return routes or None
+
+
+def _signers_by_family(networks: list[str], fee_payers: KeypairFeePayers) -> dict[str, list[str]]:
+    signers: dict[str, list[str]] = {}
+    for n in networks:
+        family = signers.setdefault(n.split(":", 1)[0] + ":*", [])
+        family.extend(a for a in fee_payers.addresses(n) if a not in family)
+    return signers

@@ -1,0 +1,1 @@
+"""The operator's resources: health, metrics, the OpenAPI document."""

@@ -1,0 +1,24 @@
+"""GET /metrics: the Prometheus text format (no auth: expose it to the scraper only, see docs/operations.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+from prometheus_client.registry import Collector
+
+from interfaces.runtime.metrics_registry import ScrapeCollector, exposition
+from interfaces.runtime.probes import Probes
+
+
+class MetricsResource:
+    def __init__(self, probes: Probes, webhooks_view: Any = None) -> None:
+        self._collector: Collector = ScrapeCollector(probes)
+        if webhooks_view is not None:
+            from interfaces.http.ops.webhook_metrics import Collectors, WebhookCollector
+
+            self._collector = Collectors(self._collector, WebhookCollector(webhooks_view))
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.data, resp.content_type = exposition(self._collector)
+        resp.cache_control = ["no-store"]

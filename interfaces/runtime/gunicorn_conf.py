@@ -1,0 +1,48 @@
+"""gunicorn configuration: gevent workers, so chain RPC, database calls and settle's confirmation wait all yield."""
+
+import os
+
+from interfaces.config import default_data_dir
+from interfaces.runtime.observability import (
+    MULTIPROC_ENV,
+    logging_config,
+    mark_worker_dead,
+    metrics_dir,
+    prepare_metrics_dir,
+)
+
+api_bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
+# `serve --console-bind`: the console's listener too (interfaces/http/facilitator/wsgi.py routes by listener)
+bind = [api_bind, *filter(None, [os.environ.get("PAYWARDEN_CONSOLE_BIND", "").strip()])]
+workers = int(os.environ.get("PAYWARDEN_WORKERS", "1"))
+worker_class = "gevent"
+worker_connections = 1000
+timeout = 60
+graceful_timeout = 10
+keepalive = 5
+accesslog = None
+errorlog = "-"
+loglevel = os.environ.get("PAYWARDEN_LOG_LEVEL", "").strip().lower() or "info"  # checked by load_config
+# gunicorn's control socket defaults to one path per user: two servers on one host would fight over it.
+control_socket_disable = True
+# One JSON object per line on stderr, gunicorn's own messages included (interfaces/runtime/observability.py).
+logconfig_dict = logging_config(loglevel)
+# Prometheus multiprocess mode: each worker writes its metrics in this directory, and /metrics sums them.
+os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), api_bind)))
+
+
+def on_starting(server):
+    prepare_metrics_dir(os.environ[MULTIPROC_ENV])
+
+
+def child_exit(server, worker):
+    mark_worker_dead(worker.pid)
+
+
+def worker_exit(server, worker):
+    """Close the worker's pools while its event loop still runs (not in interpreter shutdown's finalizers)."""
+    import sys
+
+    wsgi = sys.modules.get("interfaces.http.facilitator.wsgi")
+    if wsgi is not None:
+        wsgi.container.close()

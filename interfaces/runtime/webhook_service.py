@@ -1,0 +1,79 @@
+"""What the CLI and the console API both do with webhooks, in one place: the Webhooks application's commands, the
+outbox's commands (test, resend, replay) and its queries, answered in the API's JSON shapes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from application.webhooks import WebhookNotFoundError
+from interfaces.container import Container
+from interfaces.runtime.webhook_worker import ping_message
+
+
+class WebhookService:
+    def __init__(self, container: Container) -> None:
+        self._c = container
+
+    def create(self, merchant: str, url: str, events: list[str]) -> dict[str, Any]:
+        """The new endpoint with its secret: the only answer that ever carries it."""
+        self._c.merchants.get_merchant(merchant)  # MerchantNotFoundError for an unknown merchant
+        endpoint, secret = self._c.webhooks.create(merchant, url, events)
+        self._c.refresh_webhooks()
+        return {"id": str(endpoint.id), "url": endpoint.url, "events": endpoint.events, "enabled": True,
+                "secret": secret}
+
+    def list(self, merchant: str) -> list[dict[str, Any]]:
+        self._c.refresh_webhooks()
+        return [e.public() for e in self._c.webhooks_view.list_endpoints(merchant)]
+
+    def get(self, merchant: str, endpoint_id: str) -> dict[str, Any]:
+        self._c.refresh_webhooks()
+        return self._endpoint(merchant, endpoint_id).public()
+
+    def update(self, merchant: str, endpoint_id: str, *, url: str | None = None, events: list[str] | None = None,
+               enabled: bool | None = None) -> dict[str, Any]:
+        self._c.webhooks.update(endpoint_id, merchant, url=url, events=events, enabled=enabled)
+        return self.get(merchant, endpoint_id)
+
+    def delete(self, merchant: str, endpoint_id: str) -> None:
+        self._c.webhooks.delete(endpoint_id, merchant)
+        self._c.refresh_webhooks()
+
+    def rotate(self, merchant: str, endpoint_id: str) -> dict[str, Any]:
+        secret = self._c.webhooks.rotate(endpoint_id, merchant)
+        self._c.refresh_webhooks()
+        return {"id": endpoint_id, "secret": secret}
+
+    def test(self, merchant: str, endpoint_id: str) -> dict[str, Any]:
+        """Queue a `webhook.test` message to the endpoint; the worker sends it like any other."""
+        self._c.refresh_webhooks()
+        endpoint, now = self._endpoint(merchant, endpoint_id), time.time()
+        msg_id, body = ping_message(endpoint, now)
+        self._c.webhooks_view.enqueue_test(endpoint, body, msg_id, now)
+        return {"id": msg_id, "type": "webhook.test", "status": "pending"}
+
+    def deliveries(self, merchant: str, endpoint_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        self._c.refresh_webhooks()
+        self._endpoint(merchant, endpoint_id)
+        return self._c.webhooks_view.list_deliveries(endpoint_id, limit)
+
+    def resend(self, merchant: str, endpoint_id: str, msg_id: str) -> dict[str, Any]:
+        self._c.refresh_webhooks()
+        self._endpoint(merchant, endpoint_id)
+        if not self._c.webhooks_view.resend(endpoint_id, msg_id, time.time()):
+            raise WebhookNotFoundError(f"{endpoint_id} has no delivery {msg_id}")
+        return {"id": msg_id, "status": "pending"}
+
+    def replay(self, merchant: str, endpoint_id: str | None, since: float) -> dict[str, Any]:
+        """Every failed delivery created since `since`, to one endpoint or all the merchant's, is pending again."""
+        self._c.refresh_webhooks()
+        ids = [self._endpoint(merchant, endpoint_id).id] if endpoint_id else [
+            e.id for e in self._c.webhooks_view.list_endpoints(merchant)]
+        return {"replayed": self._c.webhooks_view.replay_failed(ids, since, time.time())}
+
+    def _endpoint(self, merchant: str, endpoint_id: str) -> Any:
+        endpoint = self._c.webhooks_view.get_endpoint(str(endpoint_id))
+        if endpoint is None or endpoint.merchant != merchant:
+            raise WebhookNotFoundError(endpoint_id)
+        return endpoint

@@ -1,0 +1,221 @@
+"""`paywarden webhooks`: fills the outbox from the events and delivers it, until stopped.
+
+One loop: bring the endpoints table up to date, run the outbox projections up to that moment (Payments, Listings,
+Merchants), lease the due deliveries and send them on a small thread pool, record every attempt. Any number of
+these processes may run at once (deliveries are leased, projections tracked); a killed one loses nothing: its
+leases expire and another (or itself, restarted) sends the attempt again with the same `webhook-id`. A database
+that is down is waited out with a growing pause, never fatal.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from domain.webhook import RETRY_SCHEDULE, next_delay, outcome, signature_header
+from interfaces.adapters.webhook_sender import Answer, post
+from interfaces.config import ConfigError
+from interfaces.container import Container
+from projections.runner import catch_up
+from projections.webhook_outbox import (
+    ListingWebhooksProjection,
+    MerchantWebhooksProjection,
+    NotYet,
+    PaymentWebhooksProjection,
+    ServiceWebhooksProjection,
+    WebhookEndpointsProjection,
+    payload,
+)
+from projections.webhooks import Attempt, Claimed, Endpoint
+
+log = logging.getLogger("paywarden.webhooks")
+USER_AGENT = "Paywarden-Webhooks/1"
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    schedule: tuple[float, ...] = RETRY_SCHEDULE
+    timeout_seconds: float = 15.0
+    # Longer than a claimed batch can take (one endpoint's deliveries go one after another): a killed worker's
+    # deliveries are retried once it ends.
+    lease_seconds: float = 150.0
+    concurrency: int = 8
+    poll_seconds: float = 0.5
+    ca_file: str | None = None  # extra CA bundle for receivers' certificates (a private CA, the tests' trustme)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> DeliverySettings:
+    env = os.environ if env is None else env
+    try:
+        raw = env.get("PAYWARDEN_WEBHOOK_SCHEDULE", "").strip()
+        schedule = tuple(float(s) for s in raw.split(",")) if raw else RETRY_SCHEDULE
+        timeout = float(env.get("PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS", "") or 15)
+        concurrency = int(env.get("PAYWARDEN_WEBHOOK_CONCURRENCY", "") or 8)
+        lease = float(env.get("PAYWARDEN_WEBHOOK_LEASE_SECONDS", "") or timeout * concurrency + 30)
+    except ValueError as bad:
+        raise ConfigError(f"PAYWARDEN_WEBHOOK_* settings must be numbers ({bad})") from None
+    if not schedule or any(s < 0 for s in schedule) or not 0 < timeout <= 60 or lease <= timeout \
+            or not 1 <= concurrency <= 64:
+        raise ConfigError("PAYWARDEN_WEBHOOK_SCHEDULE must be seconds >= 0, PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS in "
+                          "(0, 60], PAYWARDEN_WEBHOOK_LEASE_SECONDS above the timeout, "
+                          "PAYWARDEN_WEBHOOK_CONCURRENCY 1-64")
+    return DeliverySettings(schedule, timeout, lease, concurrency,
+                            ca_file=env.get("PAYWARDEN_WEBHOOK_CA_FILE", "").strip() or None)
+
+
+def retry_after(answer: Answer, now: float) -> float | None:
+    """Seconds the receiver asked us to wait (429 and 503 only): delta-seconds or an HTTP date."""
+    raw = answer.headers.get("retry-after", "").strip() if answer.status in (429, 503) else ""
+    if not raw:
+        return None
+    if raw.isdigit():
+        return float(raw)
+    try:
+        return max(email.utils.parsedate_to_datetime(raw).timestamp() - now, 0.0)
+    except (TypeError, ValueError):
+        return None
+
+
+class DeliveryWorker:
+    def __init__(self, container: Container, settings: DeliverySettings, *,
+                 send: Callable[..., Answer] = post, clock: Callable[[], float] = time.time) -> None:
+        self._c, self._settings, self._send, self._clock = container, settings, send, clock
+        self._view = container.webhooks_view
+        self._endpoints = WebhookEndpointsProjection(self._view)
+        self._sources: list[tuple[Any, Any]] = [
+            (container.payments, PaymentWebhooksProjection(self._view)),
+            (container.merchants, MerchantWebhooksProjection(self._view)),
+        ]
+        if container.listings is not None:
+            self._sources.append((container.listings, ListingWebhooksProjection(self._view)))
+        if container.proxies is not None:
+            self._sources.append((container.proxies, ServiceWebhooksProjection(self._view)))
+        self._pool = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="webhook-send")
+        self._in_flight = 0
+        self._busy: set[str] = set()  # endpoints this process is sending to
+        self._lock = threading.Lock()
+
+    # -- the outbox ---------------------------------------------------------------------------------------------
+
+    def sync_endpoints(self) -> int:
+        return catch_up(self._c.webhooks, self._endpoints)
+
+    def fill_outbox(self) -> int:
+        """Endpoints up to date, then every source's events up to that moment; how many events were applied."""
+        horizon = datetime.now(UTC)
+        done = self.sync_endpoints()
+        for app, projection in self._sources:
+            projection.horizon = horizon
+            try:
+                done += catch_up(app, projection)
+            except NotYet:
+                pass  # newer than the endpoints we know of: the next round takes it
+        return done
+
+    # -- deliveries ---------------------------------------------------------------------------------------------
+
+    def deliver_due(self, *, wait: bool = False) -> int:
+        """Lease as many due deliveries as there are free senders and start them; with `wait`, finish them.
+
+        One endpoint's deliveries go one after another, oldest event first, and an endpoint this process is still
+        sending to is not claimed again meanwhile: a receiver that answers 2xx hears its events in order."""
+        with self._lock:
+            free, busy = self._settings.concurrency - self._in_flight, sorted(self._busy)
+        if free <= 0:
+            return 0
+        claimed = self._view.claim(self._clock(), self._settings.lease_seconds, free, exclude=busy)
+        groups: dict[str, list[Claimed]] = {}
+        for item in claimed:
+            groups.setdefault(item.endpoint_id, []).append(item)
+        with self._lock:
+            self._in_flight += len(claimed)
+            self._busy.update(groups)
+        futures = [self._pool.submit(self._deliver_group, group) for group in groups.values()]
+        if wait:
+            for future in futures:
+                future.result()
+        return len(claimed)
+
+    def _deliver_group(self, group: list[Claimed]) -> None:
+        try:
+            for item in group:
+                try:
+                    self.attempt(item)
+                except Exception:
+                    log.exception("webhook delivery %s to %s failed unexpectedly; its lease will expire and it is "
+                                  "retried", item.msg_id, item.endpoint_id)
+                finally:
+                    with self._lock:
+                        self._in_flight -= 1
+        finally:
+            with self._lock:
+                self._busy.discard(group[0].endpoint_id)
+
+    def attempt(self, item: Claimed) -> Attempt:
+        now = self._clock()
+        moment = datetime.fromtimestamp(now, UTC)
+        previous_until = datetime.fromtimestamp(item.previous_until, UTC) if item.previous_until else None
+        secrets = self._c.webhooks.signing_secrets(item.sealed_secret, item.previous_secret, previous_until, moment)
+        timestamp = int(now)
+        headers = {"webhook-id": item.msg_id, "webhook-timestamp": str(timestamp),
+                   "webhook-signature": signature_header(secrets, item.msg_id, timestamp, item.payload),
+                   "content-type": "application/json", "user-agent": USER_AGENT}
+        answer = self._send(item.url, item.payload.encode(), headers, timeout=self._settings.timeout_seconds,
+                            production=not self._c.config.sandbox, resolver=self._resolver(),
+                            ca_file=self._settings.ca_file)
+        kind = outcome(answer.status)
+        attempts = item.attempts + 1
+        delay = None if kind != "retry" else next_delay(attempts, self._settings.schedule,
+                                                        jitter=random.uniform(0.9, 1.1),
+                                                        retry_after=retry_after(answer, now))
+        if kind == "retry" and delay is None:
+            kind = "failed"
+        done_at = self._clock()
+        attempt = Attempt(answer.status, kind, answer.latency_ms, answer.text, answer.error, timestamp)
+        kept = self._view.record_attempt(item, attempt, done_at, None if delay is None else done_at + delay)
+        if kind == "disabled" and self._c.webhooks.disable(item.endpoint_id, "the endpoint answered 410 Gone"):
+            self.sync_endpoints()
+        if not kept:
+            log.warning("webhook %s to endpoint %s: the lease ran out during the attempt; another worker has it",
+                        item.msg_id, item.endpoint_id)
+        log.info("webhook %s to endpoint %s: attempt %d %s (%s%s, %d ms)", item.msg_id, item.endpoint_id,
+                 attempts, kind, answer.status, f", {answer.error}" if answer.error else "", answer.latency_ms)
+        return attempt
+
+    def _resolver(self) -> Any:
+        return self._c.webhooks.resolver  # the same resolver the endpoint's URL was checked with
+
+    # -- the loop -----------------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                busy = self.fill_outbox() + self.deliver_due()
+                failures = 0
+            except Exception:
+                failures += 1
+                log.exception("webhook worker cycle failed (%d in a row); retrying", failures)
+                stop.wait(min(self._settings.poll_seconds * 2**failures, 5.0))
+                continue
+            if not busy:
+                stop.wait(self._settings.poll_seconds)
+        self._pool.shutdown(wait=True)
+
+
+def ping_message(endpoint: Endpoint, now: float) -> tuple[str, str]:
+    """A `webhook.test` message (id, payload) for one endpoint."""
+    msg_id = "msg_" + uuid.uuid4().hex
+    body = payload("webhook.test", datetime.fromtimestamp(now, UTC),
+                   {"endpoint": endpoint.id, "message": "a test event from Paywarden"})
+    return msg_id, body

@@ -1,0 +1,217 @@
+"""The localnet: the sandbox chain served as Solana JSON-RPC 2.0, so clients written for devnet work as is.
+
+`POST /` answers the `rpc_*` methods of `_Rpc` with a validator's response shapes and error codes (-32700
+parse error, -32600 invalid request, -32601 method not found, -32602 invalid params, -32002 preflight failure
+carrying `data.err` and `data.logs`, -32003 signature verification failure), batches included; `GET /health`
+answers "ok". `POST /faucet` with `{"address": ..., "usdc": "10", "sol": "1"}` airdrops SOL and mints test
+USDC (those amounts when neither is given). A ticker advances one slot every `slot_ms`, so blockhashes expire
+after 150 slots as on a cluster; with `slot_ms=None` the caller drives `sandbox.advance()`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
+
+import falcon
+from solders.pubkey import Pubkey
+
+from interfaces.sandbox.chain import Sandbox
+from interfaces.sandbox.localnet_rpc import (
+    DEVNET_GENESIS_HASH,
+    MAX_AIRDROP_LAMPORTS,
+    MAX_BODY_BYTES,
+    MAX_FAUCET_USDC,
+    _Rpc,
+)
+
+
+class RpcResource:
+    """`POST /`: one JSON-RPC request or a batch; always HTTP 200, as a validator answers."""
+
+    def __init__(self, rpc: _Rpc) -> None:
+        self._rpc = rpc
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+        try:
+            payload = json.loads(body) if len(body) <= MAX_BODY_BYTES else None
+        except ValueError:
+            answer: Any = {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": None}
+        else:
+            handle, batch = self._rpc.handle, isinstance(payload, list) and payload  # [] is invalid
+            answer = [handle(one) for one in payload] if batch else handle(payload or None)
+        resp.content_type, resp.text = falcon.MEDIA_JSON, json.dumps(answer)
+
+
+class HealthResource:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type, resp.text = falcon.MEDIA_TEXT, "ok"
+
+
+class FaucetRequestError(ValueError):
+    """A faucet request that cannot be honoured as asked."""
+
+
+class FaucetResource:
+    """`POST /faucet`: SOL by airdrop and test USDC minted into the address's associated token account."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        try:
+            body = json.loads(req.bounded_stream.read(MAX_BODY_BYTES) or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise FaucetRequestError("the body must be a JSON object")
+        address = body.get("address")
+        try:
+            Pubkey.from_string(address)
+        except (ValueError, TypeError):
+            raise FaucetRequestError("address must be a base58 Solana address") from None
+        if "usdc" not in body and "sol" not in body:
+            body = {**body, "usdc": "10", "sol": "1"}
+        decimals = self._sandbox.usdc_decimals
+        usdc = _amount(body.get("usdc", 0), "usdc", decimals, MAX_FAUCET_USDC)
+        sol = _amount(body.get("sol", 0), "sol", 9, Decimal(MAX_AIRDROP_LAMPORTS).scaleb(-9))
+        if not usdc and not sol:
+            raise FaucetRequestError("nothing to fund: usdc and sol are both zero")
+        lamports, atomic = int(sol.scaleb(9)), int(usdc.scaleb(decimals))
+        signatures = [self._sandbox.airdrop(address, lamports)] if lamports else []
+        signatures += [self._sandbox.mint_usdc(address, atomic)] if atomic else []
+        resp.media = {"address": address, "sol": format(sol.normalize(), "f"), "lamports": lamports,
+                      "usdc": format(usdc.normalize(), "f"), "usdcAtomic": str(atomic),
+                      "mint": self._sandbox.usdc_mint, "signatures": signatures}
+
+
+def _amount(value: Any, name: str, decimals: int, cap: Decimal) -> Decimal:
+    try:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise InvalidOperation
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise FaucetRequestError(f'{name} must be a decimal amount such as "1.5"') from None
+    if not amount.is_finite() or not 0 <= amount <= cap:
+        raise FaucetRequestError(f"{name} must be between 0 and {cap}")
+    if amount != amount.quantize(Decimal(1).scaleb(-decimals)):
+        raise FaucetRequestError(f"{name} has more than {decimals} decimal places")
+    return amount
+
+
+def _faucet_error(req: falcon.Request, resp: falcon.Response, exc: FaucetRequestError, params: dict) -> None:
+    resp.status, resp.media = falcon.HTTP_400, {"error": "invalid_request", "message": str(exc)}
+
+
+def create_localnet_app(sandbox: Sandbox, *, genesis_hash: str = DEVNET_GENESIS_HASH) -> falcon.App:
+    app = falcon.App()
+    app.add_route("/", RpcResource(_Rpc(sandbox, genesis_hash)))
+    app.add_route("/health", HealthResource())
+    app.add_route("/faucet", FaucetResource(sandbox))
+    app.add_error_handler(FaucetRequestError, _faucet_error)
+    return app
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128  # the default backlog of 5 leaves a burst of clients waiting on SYN retries
+
+
+class QuietHandler(WSGIRequestHandler):
+    """HTTP/1.1 with keep-alive: wsgiref answers one request per connection, and a new TCP connection for
+    every RPC call costs more than the call itself."""
+
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # The status line, headers and body go out in separate writes: without this, Nagle's algorithm and
+        # the client's delayed ACK hold each answer on a kept-alive connection for 40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle(self) -> None:
+        while True:
+            self.raw_requestline = self.rfile.readline(65537)
+            if len(self.raw_requestline) > 65536:
+                self.send_error(414)
+                return
+            if not self.raw_requestline or not self.parse_request():
+                return
+            handler = ServerHandler(self.rfile, self.wfile, self.get_stderr(), self.get_environ(),
+                                    multithread=True)
+            handler.request_handler = self
+            handler.http_version = "1.1"
+            handler.run(self.server.get_app())
+            if self.close_connection:
+                return
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+        pass
+
+
+class LocalnetServer:
+    """The localnet bound to `host:port` (0 picks a free port); `serve_forever` blocks until `shutdown`."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8899, sandbox: Sandbox | None = None, *,
+                 slot_ms: int | None = 400) -> None:
+        self.sandbox = sandbox or Sandbox()
+        app = create_localnet_app(self.sandbox)
+        self._httpd = make_server(host, port, app, ThreadingServer, QuietHandler)
+        self.url = f"http://{host}:{self._httpd.server_port}"
+        self._slot_ms, self._stopped = slot_ms, threading.Event()
+
+    def serve_forever(self) -> None:
+        if self._slot_ms:
+            threading.Thread(target=self._tick, name="localnet-ticker", daemon=True).start()
+        try:
+            self._httpd.serve_forever(poll_interval=0.05)
+        finally:
+            self._stopped.set()
+            self._httpd.server_close()
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        self._httpd.shutdown()
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(self._slot_ms / 1000):
+            self.sandbox.advance()
+
+
+def serve_localnet(
+    host: str = "127.0.0.1", port: int = 8899, sandbox: Sandbox | None = None, *, slot_ms: int | None = 400,
+    on_ready: Callable[[LocalnetServer], None] | None = None,
+) -> None:
+    """Serve until interrupted (Ctrl-C returns); `on_ready` gets the bound server, its `url` and `sandbox`."""
+    server = LocalnetServer(host, port, sandbox, slot_ms=slot_ms)
+    if on_ready is not None:
+        on_ready(server)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+class LocalnetThread:
+    """`with LocalnetThread() as net:` serves on 127.0.0.1 on a free port in a background thread."""
+
+    def __init__(self, sandbox: Sandbox | None = None, *, slot_ms: int | None = 400) -> None:
+        self._server = LocalnetServer("127.0.0.1", 0, sandbox, slot_ms=slot_ms)
+        self.url, self.sandbox = self._server.url, self._server.sandbox
+        self._thread = threading.Thread(target=self._server.serve_forever, name="localnet", daemon=True)
+
+    def __enter__(self) -> LocalnetThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)
