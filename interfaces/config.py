@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from solders.keypair import Keypair
+
+from domain.checkpoint import NoteError, parse_signing_key
 from domain.exact import ExactLimits
 
 
@@ -164,8 +167,6 @@ def _keypair_paths(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
 
 
 def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
-    from solders.keypair import Keypair
-
     secrets = tuple(k.strip() for k in env.get(name, "").split(";") if k.strip())
     for secret in secrets:
         try:
@@ -180,8 +181,6 @@ def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
 
 
 def _audit_key(env: Mapping[str, str], name: str) -> str:
-    from domain.checkpoint import NoteError, parse_signing_key
-
     raw = env.get(name, "").strip()
     if raw:
         try:
@@ -253,8 +252,6 @@ def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
 
 
 def _nameservers(env: Mapping[str, str], name: str) -> tuple[str, ...]:
-    import ipaddress
-
     servers = tuple(s.strip() for s in env.get(name, "").split(",") if s.strip())
     for server in servers:
         host, _, port = server.rpartition(":") if server.count(":") == 1 else (server, "", "")

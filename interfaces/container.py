@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
@@ -16,12 +17,18 @@ from application.merchants import Merchants, MerchantSettings
 from application.payments import Payments, Settings
 from application.ports import Chain, QueryCache, Resolver, ResultCache
 from application.proxy_services import ProxyServices
+from application.webhooks import Webhooks
 from domain.networks import DEVNET, MAINNET
 from interfaces.adapters.chain.instrumented import instrument_chains
+from interfaces.adapters.chain.rpc import RpcChain
+from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
+from interfaces.adapters.key_usage import KeyUsage
 from interfaces.adapters.memory import InProcessLocks, InProcessResultCache, SystemClock, TtlCache
+from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.postgres import is_postgres, postgres_env
 from interfaces.adapters.redis import RedisLocks, RedisQueryCache, RedisResultCache, redis_client
 from interfaces.adapters.resolver import GetaddrinfoResolver
+from interfaces.adapters.secret_box import build_secret_box
 from interfaces.adapters.secrets import BoxedSecrets
 from interfaces.adapters.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
 from interfaces.adapters.sqlite import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
@@ -33,6 +40,7 @@ from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
 from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.runner import catch_up
+from projections.webhook_outbox import WebhookEndpointsProjection
 from projections.webhooks import SqliteWebhooksView, WebhooksView
 
 PAYMENTS_STORE = "payments"
@@ -90,8 +98,6 @@ class Chains:
 
 
 def build_chains(config: Config, sandbox: Any = None) -> tuple[Chains, Any]:
-    from interfaces.adapters.chain.rpc import RpcChain
-
     chains = Chains()
     if config.devnet_rpc_url:
         chains.by_network[DEVNET.caip2] = RpcChain(config.devnet_rpc_url)
@@ -152,8 +158,6 @@ class Container:
 
     def refresh_webhooks(self) -> int:
         """Bring the webhook endpoints table up to date now (the CLI and API read their own writes)."""
-        from projections.webhook_outbox import WebhookEndpointsProjection
-
         return catch_up(self.webhooks, WebhookEndpointsProjection(self.webhooks_view))
 
     def close(self) -> None:
@@ -209,7 +213,6 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
     merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed
     console = build_view(config, "console", SqliteConsoleView)
-    from interfaces.adapters.key_usage import KeyUsage
 
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
                      listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
@@ -218,9 +221,6 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:
-    from application.webhooks import Webhooks
-    from interfaces.adapters.secret_box import build_secret_box
-
     webhooks = Webhooks(store_env(config, "webhooks"), cipher=build_secret_box(config), resolver=resolver,
                         production=not config.sandbox)
     return webhooks, build_view(config, "webhooks_outbox", SqliteWebhooksView)
@@ -228,18 +228,13 @@ def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksVie
 
 def build_secrets(config: Config) -> BoxedSecrets:
     """Upstream credentials are sealed with PAYWARDEN_SECRET_KEY, as webhook secrets are (secret_box.py)."""
-    from interfaces.adapters.secret_box import build_secret_box
-
     return BoxedSecrets(build_secret_box(config))
 
 
 def build_merchants(config: Config, *, served: frozenset[str]) -> Merchants:
     """The Merchants application with this deployment's rules: served networks, the service's own and the
     operator's blocked domains, argon2id passwords, DNS/HTTPS domain checks and the Public Suffix List."""
-    from urllib.parse import urlsplit
 
-    from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
-    from interfaces.adapters.passwords import Argon2Hasher
 
     own = config.service_domains + ((urlsplit(config.console_url).hostname or "",) if config.console_url else ())
     settings = MerchantSettings(served_networks=served, production=not config.sandbox,

@@ -1,6 +1,7 @@
 """gunicorn configuration: gevent workers, so chain RPC, database calls and settle's confirmation wait all yield."""
 
 import os
+import sys
 
 from interfaces.config import default_data_dir
 from interfaces.runtime.observability import (
@@ -41,8 +42,6 @@ def child_exit(server, worker):
 
 def worker_exit(server, worker):
     """Close the worker's pools while its event loop still runs (not in interpreter shutdown's finalizers)."""
-    import sys
-
     wsgi = sys.modules.get("interfaces.http.facilitator.wsgi")
     if wsgi is not None:
         wsgi.container.close()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from interfaces.adapters.redis import RedisResultCacheView
 from interfaces.container import Container
 from interfaces.runtime.followup import follow_up_pending
 from projections.accounts import AccountsProjection
@@ -46,8 +47,6 @@ PROJECTIONS: dict[str, ProjectionSpec] = {
 
 
 def _redis_result_cache_view(container: Container) -> Any:
-    from interfaces.adapters.redis import RedisResultCacheView
-
     return RedisResultCacheView(container.redis)
 
 

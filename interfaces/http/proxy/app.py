@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from application.outcomes import SettleOutcome
@@ -330,8 +331,6 @@ class _NoExtra:
 
 
 def _reason(status: int) -> str:
-    from http import HTTPStatus
-
     try:
         return HTTPStatus(status).phrase
     except ValueError:
