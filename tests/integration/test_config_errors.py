@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from interfaces.cli.main import main as cli
+import interfaces.cli.main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_ONLY = {"PAYWARDEN_TEST_POSTGRES", "PAYWARDEN_TEST_REDIS"}  # read by tests/services.py, not by Paywarden

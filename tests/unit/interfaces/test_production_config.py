@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+import interfaces.cli.main as cli
 from interfaces.adapters.postgres import FACTORY_TOPIC, postgres_env
 from interfaces.cli.bench import Report, answer_of
-from interfaces.cli.main import main as cli
 from interfaces.config import Config, ConfigError, load_config
 from interfaces.container import _postgres_sibling, store_env
 from projections.accounts import AccountsView, PostgresAccountsView, SqliteAccountsView
