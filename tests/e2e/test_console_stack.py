@@ -1,8 +1,13 @@
-"""`paywarden up` serves the merchant console beside the API, and `up --json` gives its login."""
+"""`paywarden up` serves the merchant console beside the API, `up --json` gives its login, and a payment made
+through the demo shows in the console's payments with its timeline (filled by the projection worker `up` runs)."""
 
 from __future__ import annotations
 
+import base64
+import json
+
 import httpx
+import requests
 
 
 def test_up_prints_a_console_login_that_works_and_shows_the_sandbox_key(stack):
@@ -32,3 +37,37 @@ def test_up_prints_a_console_login_that_works_and_shows_the_sandbox_key(stack):
     supported = httpx.get(f"{stack['base_url']}/supported", timeout=10,
                           headers={"Authorization": f"Bearer {created.json()['key']}"})
     assert supported.status_code == 200
+
+
+def test_a_payment_through_the_demo_shows_in_the_console_with_its_timeline(stack):
+    # the x402 SDK client pays the example merchant API, which settles with the sandbox merchant's key
+    from x402 import x402ClientSync
+    from x402.http.clients import wrapRequestsWithPayment
+    from x402.mechanisms.svm.exact import ExactSvmScheme
+    from x402.mechanisms.svm.signers import KeypairSigner
+
+    from tests.e2e.test_stack import payer_keypair
+    from tests.faults import wait_until
+
+    client = x402ClientSync()
+    client.register("solana:*", ExactSvmScheme(KeypairSigner(payer_keypair(stack)), rpc_url=stack["rpc_url"]))
+    paid = wrapRequestsWithPayment(requests.Session(), client).get(stack["demo_url"], timeout=60)
+    assert paid.status_code == 200, paid.text
+    transaction = json.loads(base64.b64decode(paid.headers["PAYMENT-RESPONSE"]))["transaction"]
+    console = stack["console_url"]
+    cookies = httpx.post(f"{console}/api/v1/session", timeout=30, json={
+        "email": stack["console_email"], "password": stack["console_password"]}).cookies
+
+    # the projection worker `up` started fills the payments read model; the console lists it
+    def settled() -> list[dict]:
+        answer = httpx.get(f"{console}/api/v1/payments?state=CONFIRMED&limit=200", cookies=cookies, timeout=10)
+        return [p for p in answer.json()["payments"] if p["transaction"] == transaction]
+
+    wait_until(lambda: settled(), timeout=30, what="the settled payment in the console's list")
+    [payment] = settled()
+    assert payment["network"] == stack["network"] and payment["payer"] == stack["payer"]
+    events = httpx.get(f"{console}/api/v1/payments/{payment['id']}", cookies=cookies, timeout=10).json()["events"]
+    types = [e["type"] for e in events]
+    assert types[0] == "Payment.Received" and types[-1] == "Payment.Confirmed", types
+    page = httpx.get(f"{console}/payments/{payment['id']}", cookies=cookies, timeout=10)
+    assert page.status_code == 200 and transaction in page.text and "Event timeline" in page.text
