@@ -31,7 +31,8 @@ class AuditLogView(SqlView):
     def append(self, tracking: Tracking, leaf: bytes) -> None:
         """The next leaf, with its tracking record (IntegrityError if another follower appended it first)."""
         with self.tracked(tracking) as c:
-            size = values(c.execute("SELECT COUNT(*) FROM audit_log").fetchone())[0]
+            # The leaves are 0, 1, 2, …: the next is one past the largest (the key's index, not a count of rows).
+            size = values(c.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_log").fetchone())[0]
             c.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?)",
                       (int(size), tracking.application_name, tracking.notification_id, leaf.hex()))
 

@@ -1,11 +1,14 @@
 """What the SQLite and PostgreSQL views share: statements written once with `?` placeholders.
 
 A view subclasses `SqlView` and the tracking recorder of its database; each write runs in one transaction with
-its tracking record, so an event is applied exactly once however often a runner restarts.
+its tracking record, so an event is applied exactly once however often a runner restarts. Inside `batch()` (the
+projection runner's, projections/runner.py) the writes of many events and their tracking records share one
+transaction: one commit for a whole batch of notifications, still all or nothing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -35,10 +38,39 @@ class SqlView:
 
     @contextmanager
     def tracked(self, tracking: Tracking) -> Iterator[Any]:
-        """A cursor in a transaction that also records `tracking` (and fails if it was recorded before)."""
+        """A cursor in a transaction that also records `tracking` (and fails if it was recorded before); inside
+        `batch()`, the batch's transaction."""
+        batch = self._batch_local().cursor
+        if batch is not None:
+            yield _Cursor(batch, self)
+            self._insert_tracking(batch, tracking)  # type: ignore[attr-defined]
+            return
         with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
             yield _Cursor(c, self)
             self._insert_tracking(c, tracking)  # type: ignore[attr-defined]
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every `tracked` write of this thread until the block ends goes into one transaction, committed at its
+        end; an exception (IntegrityError: another runner applied one of the events first) rolls all back."""
+        local = self._batch_local()
+        if local.cursor is not None:  # already in a batch: part of it
+            yield
+            return
+        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+            local.cursor = c
+            try:
+                yield
+            finally:
+                local.cursor = None
+
+    def _batch_local(self) -> threading.local:
+        local = self.__dict__.get("_batch")
+        if local is None:
+            local = self.__dict__.setdefault("_batch", threading.local())
+        if not hasattr(local, "cursor"):
+            local.cursor = None
+        return local
 
     # A pooled connection broken by a database restart fails once; the retry takes a fresh one.
     @retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)

@@ -91,14 +91,26 @@ class AuditLog:
         while True:
             position = self.view.max_tracking_id(name)
             notifications = app.recorder.select_notifications(position, BATCH, inclusive_of_start=False)
+            if not notifications:
+                return done
+            leaves: list[bytes] = []
+            unloggable: EntryError | None = None
             for n in notifications:
-                entry = LogEntry.from_stored(name, n.id, n.originator_id, n.originator_version, n.topic,
-                                             plain_state(app, n.state))
                 try:
-                    self.view.append(Tracking(name, n.id), entry.leaf())
-                except IntegrityError:
-                    break  # another follower appended it: re-read the position
-                done += 1
+                    leaves.append(LogEntry.from_stored(name, n.id, n.originator_id, n.originator_version, n.topic,
+                                                       plain_state(app, n.state)).leaf())
+                except EntryError as bad:  # the events before it are logged; the application stops there
+                    unloggable = bad
+                    break
+            try:
+                with self.view.batch():  # the batch's leaves and tracking records: one transaction
+                    for n, leaf in zip(notifications, leaves, strict=False):
+                        self.view.append(Tracking(name, n.id), leaf)
+            except IntegrityError:
+                continue  # another follower appended some of them first: nothing of ours stayed; re-read
+            done += len(leaves)
+            if unloggable is not None:
+                raise unloggable
             if len(notifications) < BATCH:
                 return done
 

@@ -47,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8492, help="Paywarden's API port (default 8492)")
     p.add_argument("--rpc-port", type=int, default=8499, help="Paywarden's localnet port (default 8499)")
     p.add_argument("--proxy-port", type=int, default=8495, help="Paywarden's proxy port (default 8495)")
+    p.add_argument("--console-port", type=int, default=8494, help="Paywarden's console port (default 8494)")
     p.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
 
 
@@ -175,7 +176,8 @@ def _start_reference(args: argparse.Namespace, work: Path, children: list) -> tu
 def _start_paywarden(args: argparse.Namespace, work: Path, children: list) -> dict[str, Any]:
     env = {**os.environ, "PAYWARDEN_DATA_DIR": str(work / "paywarden")}
     argv = [sys.executable, "-m", "interfaces.cli.main", "up", "--json", "--workers", str(args.workers),
-            "--port", str(args.port), "--rpc-port", str(args.rpc_port), "--proxy-port", str(args.proxy_port)]
+            "--port", str(args.port), "--rpc-port", str(args.rpc_port), "--proxy-port", str(args.proxy_port),
+            "--console-port", str(args.console_port)]
     log = (work / "paywarden.log").open("w")  # its JSON access log: kept off the terminal
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                              text=True, start_new_session=True)
@@ -189,15 +191,77 @@ def _start_paywarden(args: argparse.Namespace, work: Path, children: list) -> di
     return up
 
 
-def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args: argparse.Namespace) -> dict:
+# -- CPU per request, every process of a side ------------------------------------------------------------------------
+
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu(root: int) -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system) of a process and all its live descendants, by pid, with a short name: the
+    side's whole stack. Robust to the machine's other load, unlike throughput."""
+    stats: dict[int, tuple[int, list[str], float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after the name: state, ppid, ..., utime (11), stime
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        stats[int(entry)] = (int(fields[1]), argv, (int(fields[11]) + int(fields[12])) / TICKS)
+    mine, queue = set(), [root]
+    while queue:
+        pid = queue.pop()
+        if pid in stats and pid not in mine:
+            mine.add(pid)
+            queue.extend(child for child, (ppid, _, _) in stats.items() if ppid == pid)
+    out = {}
+    for pid in mine:
+        ppid, argv, seconds = stats[pid]
+        name = _process_name(argv)
+        if ppid in stats and stats[ppid][1] == argv:
+            name += " worker"  # a gunicorn worker: the same command line as its master
+        out[pid] = (name, seconds)
+    return out
+
+
+def _process_name(argv: list[str]) -> str:
+    joined = " ".join(argv)
+    for needle, name in (("uvicorn", "reference (uvicorn)"), ("http.proxy.wsgi", "proxy gunicorn"),
+                         ("interfaces.wsgi", "API gunicorn"), (" up ", "up (localnet)"), (" serve ", "supervisor"),
+                         (" project", "projection worker"), (" webhooks", "webhook worker")):
+        if needle in joined + " ":
+            return name
+    return " ".join(argv[:3])
+
+
+def cpu_delta(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds spent between two snapshots, summed by process name."""
+    spent: dict[str, float] = {}
+    for pid, (name, seconds) in after.items():
+        spent[name] = spent.get(name, 0.0) + seconds - before.get(pid, (name, 0.0))[1]
+    return spent
+
+
+def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args: argparse.Namespace,
+             root: int) -> dict:
     load = os.getloadavg()[0]
+    cpu_before = tree_cpu(root)
     report = drive(bodies, base_url=base_url, api_key=api_key, op=args.op, concurrency=args.concurrency,
                    timeout=60, label=label)
+    time.sleep(1.0)  # the followers (projections, audit log, webhooks) finish their share of this run's events
+    spent = cpu_delta(cpu_before, tree_cpu(root))
+    per_request = {name: round(1000 * seconds / len(bodies), 3) for name, seconds in sorted(spent.items())}
     figures = {"side": label, "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2),
-               **report.as_dict()}
+               **report.as_dict(), "cpu_ms_per_request": per_request,
+               "cpu_ms_per_request_total": round(sum(per_request.values()), 3)}
     print(f"{label:>10}: {figures['throughput']:>7} /s   p50 {figures['p50_ms']} ms   p99 {figures['p99_ms']} ms"
           f"   load {figures['load_1min_before']} → {figures['load_1min_after']}   {figures['answers']}",
           flush=True)
+    print(f"{'':>10}  CPU per {args.op}: {figures['cpu_ms_per_request_total']} ms = "
+          + ", ".join(f"{name} {ms}" for name, ms in per_request.items() if ms >= 0.005), flush=True)
     return figures
 
 
@@ -243,16 +307,20 @@ def run(args: argparse.Namespace) -> int:
                       concurrency=args.concurrency, timeout=60, label="warm-up paywarden")
             runs: list[dict] = []
             for _ in range(args.rounds):
-                runs.append(_one_run("reference", reference_bodies(args.requests), ref_url, "-", args))
-                runs.append(_one_run("paywarden", paywarden_bodies(args.requests), base_url, api_key, args))
+                runs.append(_one_run("reference", reference_bodies(args.requests), ref_url, "-", args,
+                                     children[0].pid))
+                runs.append(_one_run("paywarden", paywarden_bodies(args.requests), base_url, api_key, args,
+                                     children[1].pid))
         finally:
             for child in reversed(children):
                 _stop(child)
     summary = _summary(runs, args)
     print(f"reference: median {summary['reference']['median']} /s (best {summary['reference']['best']}), "
-          f"p99 median {summary['reference']['p99_median_ms']} ms")
+          f"p99 median {summary['reference']['p99_median_ms']} ms, CPU {summary['reference']['cpu_ms_median']} ms "
+          f"per {args.op}")
     print(f"paywarden: median {summary['paywarden']['median']} /s (best {summary['paywarden']['best']}), "
-          f"p99 median {summary['paywarden']['p99_median_ms']} ms")
+          f"p99 median {summary['paywarden']['p99_median_ms']} ms, CPU {summary['paywarden']['cpu_ms_median']} ms "
+          f"per {args.op}")
     print(f"ratio paywarden / reference (medians): {summary['ratio']}")
     if args.json:
         print(json.dumps(summary))
@@ -269,7 +337,8 @@ def _summary(runs: list[dict], args: argparse.Namespace) -> dict[str, Any]:
         mine = [r for r in runs if r["side"] == side]
         out[side] = {"median": round(statistics.median(r["throughput"] for r in mine), 1),
                      "best": max(r["throughput"] for r in mine),
-                     "p99_median_ms": round(statistics.median(r["p99_ms"] for r in mine), 2)}
+                     "p99_median_ms": round(statistics.median(r["p99_ms"] for r in mine), 2),
+                     "cpu_ms_median": round(statistics.median(r["cpu_ms_per_request_total"] for r in mine), 3)}
     out["ratio"] = round(out["paywarden"]["median"] / out["reference"]["median"], 2)
     return out
 
