@@ -35,6 +35,8 @@ def serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and config.sandbox and not config.devnet_rpc_url:
         raise ConfigError("the in-process sandbox chain lives in one process: use --workers 1, "
                           "or run `paywarden localnet` and set PAYWARDEN_DEVNET_RPC_URL")
+    if args.workers > 1 and os.environ.get("PAYWARDEN_LOCALNET_BIND"):
+        raise ConfigError("the hosted localnet lives in the API worker: use --workers 1")
     if args.workers > 1 and not config.redis_url:
         raise ConfigError("several workers share locks and rate limits through Redis: set PAYWARDEN_REDIS_URL, "
                           "or use --workers 1")
@@ -46,6 +48,8 @@ def serve(args: argparse.Namespace) -> int:
     _check_bind(args.bind, "the API", "--bind")
     if args.proxy_bind:
         _check_bind(args.proxy_bind, "the proxy", "--proxy-bind")
+    if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
+        _check_bind(os.environ["PAYWARDEN_LOCALNET_BIND"], "the localnet", "--rpc-port")
     configure_logging()  # the supervisor's lines too are JSON on stderr
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers),
                       PAYWARDEN_CONSOLE_BIND=args.console_bind or "")
@@ -53,9 +57,9 @@ def serve(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "interfaces.cli.entry", "gunicorn",
             "--config", "python:interfaces.runtime.gunicorn_conf", "interfaces.http.facilitator.wsgi:application"]
     # The proxy is its own gunicorn on its own listener (interfaces/http/proxy/wsgi.py), beside the API.
-    # (without the console's listener, which the API's gunicorn holds)
-    proxy = [("env", f"PAYWARDEN_BIND={args.proxy_bind}", "PAYWARDEN_CONSOLE_BIND=", sys.executable, "-m",
-              "interfaces.cli.entry", "gunicorn",
+    # (without the console's and the hosted localnet's listeners, which the API's gunicorn holds)
+    proxy = [("env", f"PAYWARDEN_BIND={args.proxy_bind}", "PAYWARDEN_CONSOLE_BIND=", "PAYWARDEN_LOCALNET_BIND=",
+              sys.executable, "-m", "interfaces.cli.entry", "gunicorn",
               "--config", "python:interfaces.runtime.gunicorn_conf", "interfaces.http.proxy.wsgi:application")
              ] if args.proxy_bind else []
     if args.no_projections and not proxy:  # the operator runs `paywarden project` on its own

@@ -1,9 +1,11 @@
 """`paywarden up`: the whole sandbox stack in one command.
 
-Starts the localnet (a Solana JSON-RPC server over LiteSVM, with the devnet USDC mint and a faucet) in this
-process, the API (`paywarden serve`: gunicorn + the projection worker) as a child, and optionally the example
-merchant API; creates the sandbox merchant, its test key and a funded payer wallet on first run; prints every
-address. The `PAYWARDEN_` settings apply (an external PostgreSQL and Redis, for example). Ctrl-C stops it all.
+Starts the localnet (a Solana JSON-RPC server over LiteSVM, with the devnet USDC mint and a faucet), the API
+(`paywarden serve`: gunicorn + the projection worker) as a child, and optionally the example merchant API. With one
+API worker (the default) the worker hosts the localnet: it calls the sandbox in-process and serves its JSON-RPC on
+`--rpc-port` (interfaces/localnet_host.py); with several workers the localnet runs in this process. It also
+creates the sandbox merchant, its test key and a funded payer wallet on first run; prints every address. The
+`PAYWARDEN_` settings apply (an external PostgreSQL and Redis, for example). Ctrl-C stops it all.
 
 Stopping: SIGINT or SIGTERM interrupts whatever `up` is doing (start-up included), sends SIGINT to `paywarden serve`
 (which passes it to gunicorn: its quick stop, a sandbox does not wait for requests in flight, and each request
@@ -102,8 +104,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(config: Config, args: argparse.Namespace, servers: list[Any], children: list[subprocess.Popen]) -> int:
     _check_ports(config, args)
-    rpc_url, sandbox = _chain(config, args, servers)
-    config = dataclasses.replace(config, devnet_rpc_url=rpc_url)
     fee_payer_paths = [str(p) for p in config.fee_payer_keypairs] or [str(config.data_dir / "fee-payer.json")]
     fee_payer_keys = [sandbox_keypair(Path(p)) for p in fee_payer_paths]
     fee_payers = [str(k.pubkey()) for k in fee_payer_keys]
@@ -111,16 +111,26 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
     payer = str(sandbox_keypair(payer_path).pubkey())
     pay_to_path = config.data_dir / "merchant-wallet.json"
     pay_to = str(sandbox_keypair(pay_to_path).pubkey())
-    _fund(rpc_url, sandbox, fee_payers, payer, pay_to)
-    if sandbox is None:  # an external chain: its faucet (if any) made no token account for the merchant
-        _ensure_usdc_account(rpc_url, fee_payer_keys[0], pay_to)
+    hosted: dict[str, str] = {}
+    if hosts_localnet(config, args):  # the API worker hosts the chain (interfaces/localnet_host.py)
+        from interfaces.localnet_host import LOCALNET_ACCOUNTS, LOCALNET_BIND, format_accounts
+
+        rpc_url = f"http://{args.host}:{args.rpc_port}"
+        hosted = {LOCALNET_BIND: f"{args.host}:{args.rpc_port}",
+                  LOCALNET_ACCOUNTS: format_accounts(_genesis(fee_payers, payer, pay_to))}
+    else:
+        rpc_url, sandbox = _chain(config, args, servers)
+        _fund(rpc_url, sandbox, fee_payers, payer, pay_to)
+        if sandbox is None:  # an external chain: its faucet (if any) made no token account for the merchant
+            _ensure_usdc_account(rpc_url, fee_payer_keys[0], pay_to)
+    config = dataclasses.replace(config, devnet_rpc_url=rpc_url)
     api_key = _sandbox_merchant(config)
     from interfaces.sandbox.console import console_login
 
     console_email, console_password = console_login(config, SANDBOX_MERCHANT)
     base_url = f"http://{args.host}:{args.port}"
     proxy_url = f"http://{args.host}:{args.proxy_port}"
-    _spawn(children, lambda: _serve(config, args, rpc_url, fee_payer_paths))
+    _spawn(children, lambda: _serve(config, args, rpc_url, fee_payer_paths, hosted))
     _wait_ready(base_url, api_key, children[0])
     info = {
         "base_url": base_url, "rpc_url": rpc_url, "faucet_url": f"{rpc_url}/faucet", "network": DEVNET.caip2,
@@ -213,13 +223,25 @@ def _chain(config: Config, args: argparse.Namespace, servers: list[Any]) -> tupl
     return localnet.url, localnet.sandbox
 
 
+def hosts_localnet(config: Config, args: argparse.Namespace) -> bool:
+    """The default: one API worker and no external chain, so the worker can own the sandbox and call it
+    in-process. Several workers cannot share one in-memory chain: the localnet then runs in this process."""
+    return not config.devnet_rpc_url and config.sandbox and args.workers == 1
+
+
+def _genesis(fee_payers: list[str], payer: str, pay_to: str) -> list[tuple[str, int, int | None]]:
+    """(address, lamports, USDC atomic or None for no USDC account) funded on a new sandbox chain."""
+    # the merchant's USDC account must exist (empty) to receive payments
+    return [*((a, FEE_PAYER_SOL, None) for a in fee_payers), (payer, PAYER_SOL, PAYER_USDC), (pay_to, 0, 0)]
+
+
 def _fund(rpc_url: str, sandbox: Any, fee_payers: list[str], payer: str, pay_to: str) -> None:
     if sandbox is not None:
-        for address in fee_payers:
-            sandbox.airdrop(address, FEE_PAYER_SOL)
-        sandbox.airdrop(payer, PAYER_SOL)
-        sandbox.mint_usdc(payer, PAYER_USDC)
-        sandbox.mint_usdc(pay_to, 0)  # the merchant's USDC account must exist to receive payments
+        for address, lamports, usdc in _genesis(fee_payers, payer, pay_to):
+            if lamports:
+                sandbox.airdrop(address, lamports)
+            if usdc is not None:
+                sandbox.mint_usdc(address, usdc)
         return
     for address, usdc, sol in [*((a, "0", "10") for a in fee_payers), (payer, "100", "1"), (pay_to, "0", "0.01")]:
         try:
@@ -294,9 +316,10 @@ def _sandbox_merchant(config: Config) -> str:
         container.close()
 
 
-def _serve(config: Config, args: argparse.Namespace, rpc_url: str, keypairs: list[str]) -> subprocess.Popen:
+def _serve(config: Config, args: argparse.Namespace, rpc_url: str, keypairs: list[str],
+           hosted: dict[str, str]) -> subprocess.Popen:
     env = {**os.environ, "PAYWARDEN_DEVNET_RPC_URL": rpc_url, "PAYWARDEN_FEE_PAYER_KEYPAIRS": ",".join(keypairs),
-           "PAYWARDEN_DATA_DIR": str(config.data_dir)}
+           "PAYWARDEN_DATA_DIR": str(config.data_dir), **hosted}
     env.setdefault("PAYWARDEN_PROXY_URL", f"http://{args.host}:{args.proxy_port}")
     argv = [sys.executable, "-m", "interfaces.cli.entry", "interfaces.cli.main", "serve",
             "--bind", f"{args.host}:{args.port}",

@@ -13,8 +13,10 @@ from interfaces.runtime.observability import (
 )
 
 api_bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
-# `serve --console-bind`: the console's listener too (interfaces/http/facilitator/wsgi.py routes by listener)
-bind = [api_bind, *filter(None, [os.environ.get("PAYWARDEN_CONSOLE_BIND", "").strip()])]
+# `serve --console-bind`: the console's listener too; `up`: the localnet's (interfaces/http/facilitator/wsgi.py
+# routes by listener)
+bind = [api_bind, *filter(None, [os.environ.get(name, "").strip()
+                                 for name in ("PAYWARDEN_CONSOLE_BIND", "PAYWARDEN_LOCALNET_BIND")])]
 workers = int(os.environ.get("PAYWARDEN_WORKERS", "1"))
 worker_class = "gevent"
 worker_connections = 1000

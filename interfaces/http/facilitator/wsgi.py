@@ -1,22 +1,36 @@
 """The WSGI entry point gunicorn loads: configuration from the environment, one container per worker.
 
 With `PAYWARDEN_CONSOLE_BIND` (`paywarden serve --console-bind`), gunicorn also listens there and requests that
-arrive on that listener go to the merchant console (interfaces/http/console/), sharing the worker's container."""
+arrive on that listener go to the merchant console (interfaces/http/console/), sharing the worker's container.
+With `PAYWARDEN_LOCALNET_BIND` (`paywarden up`, one worker), the worker hosts the sandbox chain
+(interfaces/localnet_host.py): its own chain calls are in-process, and the localnet's JSON-RPC is served on that
+listener for everyone else."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from interfaces.config import load_config
 from interfaces.container import build
+from interfaces.http.console.app import by_listener
 from interfaces.http.facilitator.app import create_app
 
-container = build(load_config())
+localnet = None
+if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
+    from interfaces.localnet_host import LOCALNET_ACCOUNTS, HostedLocalnet, parse_accounts
+
+    localnet = HostedLocalnet(parse_accounts(os.environ.get(LOCALNET_ACCOUNTS, "")))
+    # The devnet chain is this sandbox, called in-process (the other processes use the RPC URL to reach it).
+    container = build(dataclasses.replace(load_config(), devnet_rpc_url=""), sandbox=localnet.sandbox)
+else:
+    container = build(load_config())
 application = create_app(container)
 if os.environ.get("PAYWARDEN_CONSOLE_BIND"):
-    from interfaces.http.console.app import by_listener
     from interfaces.http.console.app import create_app as create_console
     from interfaces.http.console.collaborators import from_container
 
     application = by_listener(application, os.environ["PAYWARDEN_CONSOLE_BIND"],
                               create_console(from_container(container)))
+if localnet is not None:
+    application = by_listener(application, os.environ["PAYWARDEN_LOCALNET_BIND"], localnet.app)
