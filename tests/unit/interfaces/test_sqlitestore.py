@@ -1,5 +1,5 @@
-"""The embedded store's durability settings: the payments store at synchronous=NORMAL, every other store at FULL,
-and the fsync barrier that runs before any transaction is sent to the chain."""
+"""The embedded store's durability settings: the payments store and the derived views at synchronous=NORMAL, every
+other store at FULL, and the fsync barrier that runs before any transaction is sent to the chain."""
 
 from __future__ import annotations
 
@@ -30,9 +30,11 @@ def synchronous_of(tmp_path: Path, name: str) -> str:
     return SYNCHRONOUS[level]
 
 
-def test_the_payments_store_commits_at_normal_and_every_other_store_at_full(tmp_path):
-    assert synchronous_of(tmp_path, "payments") == "NORMAL"
-    for name in ("merchants", "accounts", "webhooks", "proxy_services", "listings", "catalog"):
+def test_the_payments_store_and_the_derived_views_commit_at_normal_and_every_other_store_at_full(tmp_path):
+    for name in ("payments", "payment_list", "merchant_activity"):
+        assert synchronous_of(tmp_path, name) == "NORMAL", name
+    for name in ("merchants", "accounts", "webhooks", "proxy_services", "listings", "catalog", "console",
+                 "webhooks_outbox", "audit_log"):
         assert synchronous_of(tmp_path, name) == "FULL", name
 
 
