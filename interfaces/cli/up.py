@@ -3,8 +3,8 @@
 Starts the localnet (a Solana JSON-RPC server over LiteSVM, with the devnet USDC mint and a faucet), the API
 (`paywarden serve`: gunicorn + the projection worker) as a child, and optionally the example merchant API. With one
 API worker (the default) the worker hosts the localnet: it calls the sandbox in-process and serves its JSON-RPC on
-`--rpc-port` (interfaces/localnet_host.py); with several workers the localnet runs in this process. It also
-creates the sandbox merchant, its test key and a funded payer wallet on first run; prints every address. The
+`--rpc-port` (interfaces/sandbox/localnet_host.py); with several workers the localnet runs in this process. It
+also creates the sandbox merchant, its test key and a funded payer wallet on first run; prints every address. The
 `PAYWARDEN_` settings apply (an external PostgreSQL and Redis, for example). Ctrl-C stops it all.
 
 Stopping: SIGINT or SIGTERM interrupts whatever `up` is doing (start-up included), sends SIGINT to `paywarden serve`
@@ -112,8 +112,8 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
     pay_to_path = config.data_dir / "merchant-wallet.json"
     pay_to = str(sandbox_keypair(pay_to_path).pubkey())
     hosted: dict[str, str] = {}
-    if hosts_localnet(config, args):  # the API worker hosts the chain (interfaces/localnet_host.py)
-        from interfaces.localnet_host import LOCALNET_ACCOUNTS, LOCALNET_BIND, format_accounts
+    if hosts_localnet(config, args):  # the API worker hosts the chain (interfaces/sandbox/localnet_host.py)
+        from interfaces.sandbox.localnet_host import LOCALNET_ACCOUNTS, LOCALNET_BIND, format_accounts
 
         rpc_url = f"http://{args.host}:{args.rpc_port}"
         hosted = {LOCALNET_BIND: f"{args.host}:{args.rpc_port}",

@@ -16,8 +16,8 @@ from solders.keypair import Keypair
 
 from domain.exact import associated_token_address
 from domain.networks import DEVNET, KeyEnv, Programs
-from interfaces.chain.litesvm import LiteSvmChain
-from interfaces.localnet_host import HostedLocalnet, format_accounts, parse_accounts
+from interfaces.adapters.chain.litesvm import LiteSvmChain
+from interfaces.sandbox.localnet_host import HostedLocalnet, format_accounts, parse_accounts
 from tests.conftest import USDC, Gateway
 
 API, RPC = "8402", "8899"
@@ -51,7 +51,7 @@ def test_a_new_hosted_sandbox_funds_the_named_accounts_and_ticks():
 
 @pytest.fixture
 def hosted(tmp_path, monkeypatch) -> Any:
-    """interfaces.wsgi as gunicorn loads it in `up`'s API worker."""
+    """interfaces.http.facilitator.wsgi as gunicorn loads it in `up`'s API worker."""
     for name in ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_CONSOLE_BIND"):
         monkeypatch.delenv(name, raising=False)
     fee_payer = Keypair()
@@ -62,12 +62,12 @@ def hosted(tmp_path, monkeypatch) -> Any:
     monkeypatch.setenv("PAYWARDEN_LOCALNET_BIND", f"127.0.0.1:{RPC}")
     payer = Keypair()
     monkeypatch.setenv("PAYWARDEN_LOCALNET_ACCOUNTS", format_accounts([(str(payer.pubkey()), 10**9, 10 * USDC)]))
-    sys.modules.pop("interfaces.wsgi", None)
-    wsgi = importlib.import_module("interfaces.wsgi")
+    sys.modules.pop("interfaces.http.facilitator.wsgi", None)
+    wsgi = importlib.import_module("interfaces.http.facilitator.wsgi")
     yield wsgi, payer, fee_payer
     wsgi.localnet.stop()
     wsgi.container.close()
-    sys.modules.pop("interfaces.wsgi", None)
+    sys.modules.pop("interfaces.http.facilitator.wsgi", None)
 
 
 def rpc(client: testing.TestClient, method: str, *params: Any) -> Any:

@@ -3,8 +3,8 @@
 With `PAYWARDEN_CONSOLE_BIND` (`paywarden serve --console-bind`), gunicorn also listens there and requests that
 arrive on that listener go to the merchant console (interfaces/http/console/), sharing the worker's container.
 With `PAYWARDEN_LOCALNET_BIND` (`paywarden up`, one worker), the worker hosts the sandbox chain
-(interfaces/localnet_host.py): its own chain calls are in-process, and the localnet's JSON-RPC is served on that
-listener for everyone else."""
+(interfaces/sandbox/localnet_host.py): its own chain calls are in-process, and the localnet's JSON-RPC is served on
+that listener for everyone else."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from interfaces.http.facilitator.app import create_app
 
 localnet = None
 if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
-    from interfaces.localnet_host import LOCALNET_ACCOUNTS, HostedLocalnet, parse_accounts
+    from interfaces.sandbox.localnet_host import LOCALNET_ACCOUNTS, HostedLocalnet, parse_accounts
 
     localnet = HostedLocalnet(parse_accounts(os.environ.get(LOCALNET_ACCOUNTS, "")))
     # The devnet chain is this sandbox, called in-process (the other processes use the RPC URL to reach it).

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import falcon
 
-from interfaces.chain.sandbox import Sandbox
-from interfaces.localnet import create_localnet_app
+from interfaces.sandbox.chain import Sandbox
+from interfaces.sandbox.localnet import create_localnet_app
 
 LOCALNET_BIND = "PAYWARDEN_LOCALNET_BIND"  # host:port of the localnet's listener in the API's gunicorn
 LOCALNET_ACCOUNTS = "PAYWARDEN_LOCALNET_ACCOUNTS"  # address:lamports:usdc_atomic,… funded on a new chain
