@@ -31,6 +31,7 @@ from interfaces.config import ConfigError
 SCHEMA_LOCK_KEY = 0x2F6B_5D0E_7A31_4C19
 FACTORY_TOPIC = "interfaces.adapters.postgres:PostgresFactory"
 RECONNECT_SECONDS = 3.0
+IDLE_SECONDS = 60.0  # an idle pooled connection is closed after this (the pools keep none open)
 
 
 def is_postgres(url: str) -> bool:
@@ -40,9 +41,11 @@ def is_postgres(url: str) -> bool:
 def postgres_env(url: str, *, pool_max: int = 10, timeout_seconds: int = 2) -> dict[str, str]:
     """The eventsourcing environment for a `postgresql://user:password@host:port/dbname` URL.
 
-    The pool keeps one connection open and grows to `pool_max` under load; with gevent every waiting request is
-    a greenlet, so a small pool per process serves many concurrent requests. `timeout_seconds` bounds the wait
-    for a pooled connection: a database outage surfaces as an error within a few seconds, never as a hang.
+    The pool opens connections when they are used, up to `pool_max` under load, and closes those idle for
+    IDLE_SECONDS: a process holds none for the stores it does not use (every process builds every store, and one
+    connection kept per store and process exhausted PostgreSQL's default 100 with two workers). With gevent every
+    waiting request is a greenlet, so a small pool per process serves many concurrent requests. `timeout_seconds`
+    bounds the wait for a pooled connection: a database outage surfaces as an error within seconds, never a hang.
     """
     parts = urlsplit(url)
     query = parse_qs(parts.query)
@@ -61,8 +64,8 @@ def postgres_env(url: str, *, pool_max: int = 10, timeout_seconds: int = 2) -> d
         "POSTGRES_PORT": str(port),
         "POSTGRES_USER": unquote(parts.username or "") or query.get("user", [""])[0],
         "POSTGRES_PASSWORD": unquote(parts.password or "") or query.get("password", [""])[0],
-        "POSTGRES_POOL_SIZE": "1",
-        "POSTGRES_MAX_OVERFLOW": str(max(pool_max - 1, 0)),
+        "POSTGRES_POOL_SIZE": "0",
+        "POSTGRES_MAX_OVERFLOW": str(pool_max),
         "POSTGRES_CONNECT_TIMEOUT": str(timeout_seconds),
         "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
         "POSTGRES_LOCK_TIMEOUT": "5",
@@ -141,6 +144,7 @@ class PostgresFactory(postgres.PostgresFactory):
         # next attempt may be 30 s away. Giving up after RECONNECT_SECONDS lets the next request start a fresh
         # attempt at once, so service resumes within seconds of the database's return.
         self.datastore.pool.reconnect_timeout = RECONNECT_SECONDS
+        self.datastore.pool.max_idle = IDLE_SECONDS  # read when the pool opens (its first use)
 
     def aggregate_recorder(self, purpose: str = "events") -> Any:
         with self._creating():
@@ -165,3 +169,21 @@ class PostgresFactory(postgres.PostgresFactory):
             return
         with schema_lock(self.datastore):
             yield
+        release_idle_connections(self.datastore.pool)
+
+
+def release_idle_connections(pool: Any) -> None:
+    """Close the pool's idle connections now. Creating a store's tables takes a connection, and every process
+    builds every store: kept until IDLE_SECONDS, they were over a hundred while a stack started (PostgreSQL's
+    default limit). psycopg_pool has no public call for this; if its internals change, the idle timeout still
+    closes them."""
+    try:
+        while True:
+            with pool._lock:
+                if not pool._pool or pool._nconns <= pool.min_size:
+                    return
+                conn = pool._pool.popleft()
+                pool._nconns -= 1
+            pool._close_connection(conn)
+    except AttributeError:
+        return

@@ -18,14 +18,18 @@ import argparse
 import base64
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from solders.hash import Hash
 from solders.keypair import Keypair
@@ -42,7 +46,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=2000, help="payments per run (default 2000)")
     p.add_argument("--warmup", type=int, default=300, help="payments sent first to each, not counted (default 300)")
     p.add_argument("--rounds", type=int, default=2, help="runs of each, alternating (default 2)")
-    p.add_argument("--workers", type=int, default=1, help="Paywarden API workers (default 1)")
+    p.add_argument("--stack", choices=("embedded", "postgres"), default=None,
+                   help="Paywarden's stores: the embedded default, or PostgreSQL + Redis on a throwaway database "
+                        "(default: postgres when PAYWARDEN_DATABASE_URL is set, else embedded)")
+    p.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                   help="--stack postgres: the server on which a throwaway database is created and dropped")
+    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/13",
+                   help="--stack postgres: an EMPTY Redis database for the run, emptied after it (default db 13)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="Paywarden API workers (default 1 on the embedded store, 2 on PostgreSQL + Redis)")
     p.add_argument("--reference-port", type=int, default=8490, help="the reference facilitator's port (8490)")
     p.add_argument("--port", type=int, default=8492, help="Paywarden's API port (default 8492)")
     p.add_argument("--rpc-port", type=int, default=8499, help="Paywarden's localnet port (default 8499)")
@@ -173,8 +185,38 @@ def _start_reference(args: argparse.Namespace, work: Path, children: list) -> tu
     return url, read_keypair(keys[1]), str(read_keypair(keys[2]).pubkey())
 
 
-def _start_paywarden(args: argparse.Namespace, work: Path, children: list) -> dict[str, Any]:
-    env = {**os.environ, "PAYWARDEN_DATA_DIR": str(work / "paywarden")}
+@contextmanager
+def _stack(args: argparse.Namespace) -> Iterator[dict[str, str]]:
+    """The environment of Paywarden's stores. `--stack postgres`: a database created for the run on
+    `--postgres-url`'s server and dropped after it, and `--redis-url`'s database, which must be empty (the
+    result-cache projection's position lives there) and is emptied after the run."""
+    if args.stack != "postgres":
+        yield {}
+        return
+    import psycopg
+    import redis
+
+    server = urlsplit(args.postgres_url)
+    database = f"pw_bench_{secrets.token_hex(4)}"
+    cache = redis.Redis.from_url(args.redis_url)
+    if cache.dbsize():
+        raise SystemExit(f"bench-reference: {args.redis_url} is not empty; name an empty Redis database "
+                         "with --redis-url")
+    with psycopg.connect(args.postgres_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{database}"')
+    try:
+        yield {"PAYWARDEN_DATABASE_URL": urlunsplit(server._replace(path="/" + database)),
+               "PAYWARDEN_REDIS_URL": args.redis_url}
+    finally:
+        cache.flushdb()
+        with psycopg.connect(args.postgres_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def _start_paywarden(args: argparse.Namespace, work: Path, children: list, stores: dict[str, str]) -> dict[str, Any]:
+    # The sandbox merchant's keys may send the whole run (no override is set for it, so the default applies).
+    env = {**os.environ, **stores, "PAYWARDEN_DATA_DIR": str(work / "paywarden"),
+           "PAYWARDEN_RATE_LIMIT_PER_KEY": "100000000/minute"}
     argv = [sys.executable, "-m", "interfaces.cli.main", "up", "--json", "--workers", str(args.workers),
             "--port", str(args.port), "--rpc-port", str(args.rpc_port), "--proxy-port", str(args.proxy_port),
             "--console-port", str(args.console_port)]
@@ -186,8 +228,6 @@ def _start_paywarden(args: argparse.Namespace, work: Path, children: list) -> di
     if not line.startswith("{"):
         raise RuntimeError(f"paywarden up did not print its addresses (status {child.poll()}): {line!r}")
     up = json.loads(line)
-    subprocess.run([sys.executable, "-m", "interfaces.cli.main", "merchant", "set-rate-limit", up["merchant"],
-                    "--per-minute", "100000000"], env=env, check=True, stdout=subprocess.DEVNULL)
     return up
 
 
@@ -266,13 +306,17 @@ def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.stack is None:
+        args.stack = "postgres" if os.environ.get("PAYWARDEN_DATABASE_URL", "").startswith("postgres") else "embedded"
+    if args.workers is None:
+        args.workers = 2 if args.stack == "postgres" else 1
     per_side = args.warmup + args.rounds * args.requests
-    with tempfile.TemporaryDirectory(prefix="pw-bench-ref-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pw-bench-ref-") as tmp, _stack(args) as stores:
         work = Path(tmp)
         children: list[subprocess.Popen] = []
         try:
             ref_url, ref_payer, ref_pay_to = _start_reference(args, work, children)
-            up = _start_paywarden(args, work, children)
+            up = _start_paywarden(args, work, children, stores)
             base_url, api_key, rpc_url = up["base_url"], up["api_key"], up["rpc_url"]
 
             kind = _get_json(ref_url + "/supported")["kinds"][0]
@@ -296,10 +340,9 @@ def run(args: argparse.Namespace) -> int:
                 return sign_payments(pw_payer, count, fee_payer=kind["extra"]["feePayer"], network=kind["network"],
                                      pay_to=pay_to, amount=1000, blockhash=blockhash)
 
+            store = "PostgreSQL + Redis" if args.stack == "postgres" else "the embedded store"
             print(f"{args.op}, {args.concurrency} clients, {args.requests} payments per run (each signed before "
-                  f"its run), Paywarden with {args.workers} worker(s) on "
-                  f"{'PostgreSQL' if up.get('database_url', '').startswith('postgres') else 'the embedded store'}",
-                  flush=True)
+                  f"its run), Paywarden with {args.workers} worker(s) on {store}", flush=True)
             if args.warmup:
                 drive(reference_bodies(args.warmup), base_url=ref_url, api_key="-", op=args.op,
                       concurrency=args.concurrency, timeout=60, label="warm-up reference")
@@ -332,7 +375,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _summary(runs: list[dict], args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"op": args.op, "concurrency": args.concurrency, "requests": args.requests,
-                           "workers": args.workers, "runs": runs}
+                           "stack": args.stack, "workers": args.workers, "runs": runs}
     for side in ("reference", "paywarden"):
         mine = [r for r in runs if r["side"] == side]
         out[side] = {"median": round(statistics.median(r["throughput"] for r in mine), 1),

@@ -22,7 +22,7 @@ def test_a_postgres_url_becomes_the_event_stores_environment():
     assert (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]) == ("pay@warden", "s:cret")
     assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]) == ("db.internal", "6543", "paywarden")
     pool = env["POSTGRES_POOL_SIZE"], env["POSTGRES_MAX_OVERFLOW"], env["POSTGRES_CONNECT_TIMEOUT"]
-    assert pool == ("1", "11", "3")
+    assert pool == ("0", "12", "3")
     assert postgres_env("postgres://u@h/d")["POSTGRES_PORT"] == "5432"
 
 
@@ -48,7 +48,7 @@ def test_each_store_url_selects_its_store(tmp_path: Path):
     sqlite = store_env(Config(data_dir=tmp_path, database_url=f"sqlite://{directory}"), "payments")
     assert sqlite["SQLITE_DBNAME"] == str(directory / "payments.db")
     postgres = store_env(Config(data_dir=tmp_path, database_url="postgresql://u@h/d", database_pool_max=4), "x")
-    assert postgres["PERSISTENCE_MODULE"] == FACTORY_TOPIC and postgres["POSTGRES_MAX_OVERFLOW"] == "3"
+    assert postgres["PERSISTENCE_MODULE"] == FACTORY_TOPIC and postgres["POSTGRES_MAX_OVERFLOW"] == "4"
 
 
 class SqliteOrphanView:
