@@ -19,6 +19,7 @@ from application.ports import Chain, QueryCache, Resolver, ResultCache
 from application.proxy_services import ProxyServices
 from application.webhooks import Webhooks
 from domain.networks import DEVNET, MAINNET
+from interfaces.adapters.accounts_cache import CachedAccounts, ChangePublisher, PushedChanges, TrackingPosition
 from interfaces.adapters.chain.instrumented import instrument_chains
 from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
@@ -156,11 +157,22 @@ class Container:
     key_usage: Any = None  # records the last use of API keys (interfaces/adapters/key_usage.py)
 
     def refresh_accounts(self) -> int:
-        """Bring the accounts and console views up to date now (the CLI does, so a new key works at once)."""
+        """Bring the accounts and console views up to date now (the CLI does, so a new key works at once, and a
+        revoked one stops at once: the workers' key caches are told, even if the projection worker applied the
+        change first and has not told them yet)."""
         done = catch_up(self.merchants, AccountsProjection(self.accounts))
+        if self.accounts.on_change is not None:
+            self.accounts.on_change()
         if self.console is not None:
             done += catch_up(self.merchants, ConsoleProjection(self.console))
         return done
+
+    def key_lookup(self) -> CachedAccounts:
+        """The API's key lookup: the accounts view cached in this process, dropped when the view changes (pushed
+        over Redis when there is Redis, else the view's tracking position read per request)."""
+        freshness = (PushedChanges(self.config.redis_url) if self.redis is not None
+                     else TrackingPosition(self.accounts, self.merchants.name))
+        return CachedAccounts(self.accounts, freshness)
 
     def refresh_webhooks(self) -> int:
         """Bring the webhook endpoints table up to date now (the CLI and API read their own writes)."""
@@ -209,6 +221,8 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     )
     merchants = build_merchants(config, served=frozenset(chains.by_network))
     accounts = build_view(config, "accounts", SqliteAccountsView)
+    if redis is not None:
+        accounts.on_change = ChangePublisher(redis)
     listings = Listings(store_env(config, "listings"), payments=StoredPayments(payments), discovery=accounts,
                         resolver=resolver or GetaddrinfoResolver(), production=config.discovery_public_only)
     catalog = build_view(config, "catalog", SqliteCatalogView)

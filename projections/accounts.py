@@ -5,6 +5,8 @@ Every authenticated request reads this view; it never replays a Merchant.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import singledispatchmethod
 from typing import Any
@@ -33,6 +35,17 @@ class KeyRecord:
 
 
 class AccountsView(SqlView):
+    # Called after each commit of the view: the composition root makes it tell the API workers, whose in-process
+    # key cache must drop what it holds (interfaces/adapters/accounts_cache.py).
+    on_change: Callable[[], None] | None = None
+
+    @contextmanager
+    def tracked(self, tracking: Tracking) -> Iterator[Any]:
+        with super().tracked(tracking) as cursor:
+            yield cursor
+        if self.on_change is not None:
+            self.on_change()
+
     tables = (
         "CREATE TABLE IF NOT EXISTS accounts_merchants (merchant_id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, "
         "rate_limit INTEGER, discovery_enabled BOOLEAN NOT NULL)",

@@ -18,7 +18,9 @@ from solders.hash import Hash
 from solders.keypair import Keypair
 
 from domain.idempotency import payment_id
+from domain.merchant import key_prefix
 from domain.networks import DEVNET
+from interfaces.adapters.accounts_cache import CHANNEL
 from interfaces.adapters.signers import write_keypair
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 from projections.results import ResultCacheProjection
@@ -189,6 +191,50 @@ def test_bench_signs_real_payments_drives_them_and_reports_every_answer(producti
     assert report["answers"] == {expected: 40} and report["requests"] == 40
     assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"] and report["throughput"] > 0
     assert "p99" in run.stdout and "40/40" in run.stderr  # the report, and the progress bar on stderr
+
+
+def _statuses(servers: tuple[Server, Server], api_key: str, each: int = 8) -> list[tuple[int, str]]:
+    """`each` requests to every server, each on a new connection (so both workers of A are asked)."""
+    answers = []
+    for server in servers:
+        for _ in range(each):
+            r = httpx.get(f"{server.url}/supported", headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
+            answers.append((r.status_code, r.json().get("error", "") if r.status_code != 200 else ""))
+    return answers
+
+
+def _change_subscribers(production: ProductionStack) -> int:
+    return dict(production.container.redis.pubsub_numsub(CHANNEL))[CHANNEL.encode()]
+
+
+def test_a_key_revoked_through_the_cli_is_refused_by_every_worker_on_the_very_next_request(production, servers):
+    api_key = production.key("hooli")
+    assert set(_statuses(servers, api_key)) == {(200, "")}  # every worker now holds the key in its cache
+    assert _change_subscribers(production) >= 3  # A's two workers and B's one listen for account changes
+    revoke = subprocess.run([sys.executable, "-m", "interfaces.cli.main", "key", "revoke", api_key],
+                            env=production.env, capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert revoke.returncode == 0, revoke.stderr
+    assert set(_statuses(servers, api_key)) == {(401, "revoked_api_key")}
+
+
+def test_with_the_change_channel_cut_workers_read_the_accounts_view_and_never_serve_a_revoked_key(production,
+                                                                                                  servers):
+    api_key = production.key("pied-piper")
+    assert set(_statuses(servers, api_key)) == {(200, "")}
+    redis = production.container.redis
+    db = redis.connection_pool.connection_kwargs.get("db", 0)
+    killed = [c["id"] for c in redis.client_list(_type="pubsub") if int(c.get("db", 0)) == db]
+    assert killed
+    for client_id in killed:  # as if Redis had dropped them: the workers cannot hear of the revocation
+        redis.client_kill_filter(_id=client_id)
+    assert set(_statuses(servers, api_key)) == {(200, "")}  # still served: from the view, per request
+    production.container.merchants.revoke_key(key_prefix(api_key), "pied-piper")
+    production.container.refresh_accounts()
+    assert set(_statuses(servers, api_key)) == {(401, "revoked_api_key")}
+    # The workers subscribe again (at most once a second) and go back to their caches.
+    other = production.key("pied-piper-2")
+    wait_until(lambda: _statuses(servers, other, 2) and _change_subscribers(production) >= 3, timeout=20,
+               what="the workers to subscribe again")
 
 
 def test_zz_serve_stops_the_server_and_the_projection_worker_on_sigterm(production, servers):

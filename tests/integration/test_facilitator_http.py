@@ -237,7 +237,9 @@ def test_unknown_or_malformed_keys_are_401(gateway, authorization, code):
     assert result.status_code == 401 and result.json["error"] == code and result.json["message"]
 
 
-def test_a_revoked_key_is_401(gateway):
+def test_a_revoked_key_is_401_on_the_next_request_though_it_was_just_used(gateway):
+    # The key was just looked up, so this process holds it in its key cache (interfaces/adapters/accounts_cache.py).
+    assert gateway.client.simulate_get("/supported", headers=gateway.headers).status_code == 200
     gateway.container.merchants.revoke_key(key_prefix(gateway.api_key), "acme")
     gateway.container.refresh_accounts()
     result = gateway.post("/verify", gateway.body())

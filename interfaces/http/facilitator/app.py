@@ -20,7 +20,7 @@ from interfaces.runtime.probes import Probes
 
 def create_app(container: Container) -> falcon.App:
     served = sorted(container.chains.by_network)
-    authenticator = Authenticator(container.accounts, anonymous=container.config.anonymous, served=served,
+    authenticator = Authenticator(container.key_lookup(), anonymous=container.config.anonymous, served=served,
                                   usage=container.key_usage)
     config = container.config
     limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)

@@ -1,0 +1,162 @@
+"""The accounts lookup cached in each process, with a revoked key refused on the very next request.
+
+Every authenticated request looks its API key up in the accounts view (one database round trip). `CachedAccounts`
+keeps the records it has read in memory, but only while a `Freshness` source vouches that the view has not changed
+since: it answers a token that changes whenever the view may have changed, or None when it cannot tell, and then
+every lookup reads the view (fail safe: a stale key is never served).
+
+- `PushedChanges` (with Redis, the production stack): every writer of the accounts view publishes on
+  `paywarden:accounts:changed` after its commit (`AccountsView.on_change`, and `Container.refresh_accounts` after
+  it has brought the view up to date, which the CLI and the console do after a revocation). Each worker process
+  holds a subscription and, before answering from its cache, reads whatever has arrived on it (a non-blocking
+  read: Redis writes the message to every subscriber before it answers the publisher, so it is there before the
+  revoking command returns). While the subscription is not confirmed, broken, or being re-established, the token
+  is None: the view is read per request, as without the cache.
+- `TrackingPosition` (the embedded default, and PostgreSQL without Redis): the view's tracking position, read per
+  request. Each event is applied with its tracking record in one transaction, so a changed view has a changed
+  position; the query is a primary-key lookup in the same SQLite file (no network), cheaper than the key lookup.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Hashable
+from typing import Any, Protocol
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from projections.accounts import AccountsView, KeyRecord
+
+CHANNEL = "paywarden:accounts:changed"
+MAX_RECORDS = 10_000  # keys cached per process; past it the cache starts again (a bound, not an eviction policy)
+RESUBSCRIBE_SECONDS = 1.0  # after a broken subscription, the next attempt waits at least this long
+log = logging.getLogger("paywarden.accounts_cache")
+
+
+class Freshness(Protocol):
+    def current(self) -> Hashable | None:
+        """A token that changes whenever the accounts view may have changed; None: read the view."""
+
+
+class CachedAccounts:
+    """`get_key` of the accounts view, answered from memory while `freshness` vouches for it; all else delegated."""
+
+    def __init__(self, view: AccountsView, freshness: Freshness, *, max_records: int = MAX_RECORDS) -> None:
+        self._view, self._freshness, self._max = view, freshness, max_records
+        self._token: Hashable | None = None
+        self._records: dict[str, KeyRecord] = {}
+
+    def get_key(self, key_hash: str) -> KeyRecord | None:
+        token = self._freshness.current()
+        if token is None:
+            return self._view.get_key(key_hash)
+        if token != self._token:
+            self._token, self._records = token, {}
+        records = self._records  # the records of this token: a newer token starts a new dict
+        if (record := records.get(key_hash)) is not None:
+            return record
+        # Read after the token: the record is at least as new as the token says the view is.
+        record = self._view.get_key(key_hash)
+        if record is not None:  # unknown keys are not kept: a guesser cannot fill the memory
+            if len(records) >= self._max:
+                records.clear()
+            records[key_hash] = record
+        return record
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._view, name)
+
+
+class TrackingPosition:
+    """Freshness from the view's tracking position of `application_name` (one indexed query per request)."""
+
+    def __init__(self, view: AccountsView, application_name: str) -> None:
+        self._view, self._application = view, application_name
+
+    def current(self) -> Hashable | None:
+        return self._view.max_tracking_id(self._application) or 0
+
+
+class PushedChanges:
+    """Freshness from a Redis subscription to CHANNEL: the token is a count of what arrived on it, None while the
+    subscription is not known to be live. Each process holds its own (a forked child subscribes again)."""
+
+    def __init__(self, url: str, *, timeout_seconds: float = 1.0) -> None:
+        self._url, self._timeout = url, timeout_seconds
+        self._lock = threading.Lock()  # one reader of the subscription at a time (gevent-patched in workers)
+        self._pubsub: Any = None
+        self._pid = 0
+        self._live = False
+        self._generation = 0
+        self._retry_at = 0.0
+        self.current()  # subscribe now: its confirmation is usually in by the first request
+
+    def current(self) -> Hashable | None:
+        with self._lock:
+            try:
+                self._drain()
+            except (redis.RedisError, OSError) as down:
+                self._drop(down)
+            return self._generation if self._live else None
+
+    def _drain(self) -> None:
+        if self._pubsub is None or self._pid != os.getpid():
+            if time.monotonic() < self._retry_at:
+                return
+            self._subscribe()
+        while (message := self._pubsub.get_message(timeout=0)) is not None:
+            if message["type"] == "subscribe":  # confirmed: changes from now on will arrive
+                self._live = True
+            if message["type"] in ("subscribe", "message"):
+                self._generation += 1
+
+    def _subscribe(self) -> None:
+        self._pid, self._live, self._retry_at = os.getpid(), False, time.monotonic() + RESUBSCRIBE_SECONDS
+        client = redis.Redis.from_url(self._url, socket_connect_timeout=self._timeout, socket_timeout=self._timeout,
+                                      retry=Retry(NoBackoff(), 0), health_check_interval=10)
+        self._pubsub = client.pubsub()
+        self._pubsub.subscribe(CHANNEL)
+
+    def _drop(self, down: BaseException) -> None:
+        if self._live:
+            log.warning("accounts change subscription lost (%s): reading the accounts view per request", down)
+        self._live, self._generation = False, self._generation + 1
+        pubsub, self._pubsub = self._pubsub, None
+        self._retry_at = time.monotonic() + RESUBSCRIBE_SECONDS
+        if pubsub is not None and self._pid == os.getpid():
+            try:
+                pubsub.close()
+            except (redis.RedisError, OSError):
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pubsub is not None and self._pid == os.getpid():
+                self._pubsub.close()
+            self._pubsub, self._live = None, False
+
+
+class ChangePublisher:
+    """Tells every worker that the accounts view changed. Called after each commit of the view (projection worker,
+    CLI, console); a failed publish is retried for `patience` seconds, then raised: a worker that missed it would
+    serve its cache, so the caller must know (the CLI exits with an error)."""
+
+    def __init__(self, client: redis.Redis, *, patience: float = 10.0) -> None:
+        self._client, self._patience = client, patience
+
+    def __call__(self) -> None:
+        deadline = time.monotonic() + self._patience
+        while True:
+            try:
+                self._client.publish(CHANNEL, b"1")
+                return
+            except redis.RedisError as down:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("could not publish an accounts change (%s); retrying", down)
+                time.sleep(0.2)
