@@ -25,7 +25,7 @@ from eventsourcing.utils import get_topic
 from application.ports import DiscoverySettings, ReceivedPayments, Resolver
 from domain.clients import ANONYMOUS_ID
 from domain.discovery import (
-    DiscoveryInvalid,
+    DiscoveryInvalidError,
     ListingDetails,
     Reason,
     check_addresses,
@@ -147,7 +147,7 @@ class Listings(EventSourcedProjection[UUID]):
             else:
                 change = listing.update(payment.client_id, details.as_dict(), offer, payment.payment_id,
                                         payment.verified_at, discovery_enabled=enabled)
-        except DiscoveryInvalid as invalid:
+        except DiscoveryInvalidError as invalid:
             return self._skip(payment, str(invalid.reason), invalid.message)
         except ListingOwnershipError as taken:
             return self._skip(payment, "not_owner", str(taken))
@@ -159,7 +159,7 @@ class Listings(EventSourcedProjection[UUID]):
         details = parse_info(payment.extensions.get("bazaar"), registered=payment.registered,
                              production=self._production)
         if not (payment.resource or {}).get("url"):
-            raise DiscoveryInvalid(Reason.MISSING_RESOURCE, "the payment payload names no resource.url")
+            raise DiscoveryInvalidError(Reason.MISSING_RESOURCE, "the payment payload names no resource.url")
         resource = parse_resource_url(payment.resource["url"], production=self._production)
         # provider.url follows the resource URL's rules: an invalid one skips the registration (docs/discovery.md).
         for link in (resource, provider_url(details, production=self._production)):

@@ -1,16 +1,18 @@
 """What the verify and settle commands answer: the spec's VerifyResponse and SettleResponse, as values.
 
-The rules that turn a recorded payment into an answer live here once, for the live answer and for the terminal
-result cache (its projection calls the same functions): `verify_outcome`, `settle_outcome`, `repeated_settle`.
+The rules that turn a recorded payment into an answer live here once: `verify_outcome` and `settle_outcome` (what
+a record answers), `repeated_settle` (a settle of an answered payment) and `terminal_entries` (which answers are
+final). The live answer calls them on the `Payment` aggregate; the terminal result cache's projection, its only
+writer, calls them on the `PaymentFacts` it folds from the same events; a replay answers from either with `replay`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Protocol
 
 from domain.codes import Code
-from domain.payment import Payment, PaymentState
+from domain.payment import PaymentState
 
 SETTLED_MESSAGE = "this payment is already settled (transaction {transaction}); a settled payment pays for one answer"
 
@@ -58,19 +60,67 @@ class SettleOutcome:
         return replace(self, replayed=True)
 
 
-def verify_outcome(payment: Payment) -> VerifyOutcome:
+class PaymentRecord(Protocol):
+    """What an answer is made of: the `Payment` aggregate, or the `PaymentFacts` a projection keeps of it."""
+
+    terms_digest: str
+    network: str
+    state: PaymentState
+    verify_outcome: PaymentState | None
+    payer: str | None
+    reason: str | None
+    message: str
+    details: dict[str, Any] | None
+    signature: str | None
+    settle_reason: str | None
+    success_answered: bool
+    answer_key: str | None
+
+
+@dataclass
+class PaymentFacts:
+    """The facts of a payment an answer needs, as plain JSON-able values (the `Payment` attributes of the same
+    names); the result cache projection keeps them per payment, folded from the payment's events."""
+
+    idempotency_key: str
+    terms_digest: str
+    network: str
+    state: PaymentState = PaymentState.RECEIVED
+    verify_outcome: PaymentState | None = None
+    payer: str | None = None
+    reason: str | None = None
+    message: str = ""
+    details: dict[str, Any] | None = None
+    signature: str | None = None
+    settle_reason: str | None = None
+    success_answered: bool = False
+    answer_key: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, stored: dict[str, Any]) -> PaymentFacts | None:
+        """The facts kept by `as_json`; None for anything else (an older shape: the event store answers)."""
+        names = {f.name for f in fields(cls)}
+        if not names.issuperset(stored) or not {"idempotency_key", "terms_digest", "network"} <= stored.keys():
+            return None
+        facts = cls(**stored)
+        facts.state = PaymentState(facts.state)
+        facts.verify_outcome = PaymentState(facts.verify_outcome) if facts.verify_outcome else None
+        return facts
+
+
+def verify_outcome(payment: PaymentRecord) -> VerifyOutcome:
     """A verify of a recorded payment: its verify result, unless a settle already answered success."""
     if payment.success_answered:
         return settled_verify(payment.payer, payment.signature)
     if payment.verify_outcome is PaymentState.APPROVED:
         return VerifyOutcome(is_valid=True, payer=payment.payer)
-    return rejected_verify(str(payment.reason), payment.payer, payment.details, payment.message)
-
-
-def rejected_verify(reason: str, payer: str | None, details: dict[str, Any] | None, message: str) -> VerifyOutcome:
-    """A recorded rejection; `simulationDetails` only with `simulation_failed`, as SPEC.md says."""
-    kept = details if reason == Code.SIMULATION_FAILED.value else None
-    return VerifyOutcome.invalid(reason, payer, kept, message)
+    # A recorded rejection; `simulationDetails` only with `simulation_failed`, as SPEC.md says.
+    reason = str(payment.reason)
+    details = payment.details if reason == Code.SIMULATION_FAILED.value else None
+    return VerifyOutcome.invalid(reason, payment.payer, details, payment.message)
 
 
 def settled_verify(payer: str | None, transaction: str | None) -> VerifyOutcome:
@@ -78,10 +128,11 @@ def settled_verify(payer: str | None, transaction: str | None) -> VerifyOutcome:
                                  message=SETTLED_MESSAGE.format(transaction=transaction))
 
 
-def settle_outcome(payment: Payment) -> SettleOutcome:
+def settle_outcome(payment: PaymentRecord) -> SettleOutcome:
     """The settle answer a payment's record gives: success, pending, or its failure."""
     if payment.state is PaymentState.CONFIRMED:
-        return settle_success(payment.signature, payment.network, payment.payer)
+        return SettleOutcome(success=True, transaction=payment.signature, network=payment.network,
+                             payer=payment.payer)
     if payment.state is PaymentState.SUBMITTED:
         return SettleOutcome.failed(
             Code.SETTLEMENT_PENDING, payment.payer, payment.network, payment.signature,
@@ -91,31 +142,16 @@ def settle_outcome(payment: Payment) -> SettleOutcome:
                                 payment.message)
 
 
-def terminal_entries(payment: Payment) -> dict[str, dict[str, Any]]:
+def terminal_entries(payment: PaymentRecord) -> dict[str, dict[str, Any]]:
     """What the terminal result cache holds for a payment, by operation: a rejection, a failure, an answered
     success (and, with it, the `duplicate_settlement` every later verify gets). An approval is not terminal (it
     may become settled), nor is a confirmation no settle has answered yet."""
     terms, entries = payment.terms_digest, {}
-    if payment.verify_outcome is PaymentState.REJECTED:
+    if payment.verify_outcome is PaymentState.REJECTED or payment.success_answered:
         entries["verify"] = cache_entry(terms, verify_outcome(payment))
-    if payment.state is PaymentState.FAILED:
-        entries["settle"] = cache_entry(terms, settle_outcome(payment))
-    if payment.state is PaymentState.CONFIRMED and payment.success_answered:
-        entries.update(answered_entries(terms, payment.signature, payment.network, payment.payer,
-                                        payment.answer_key))
+    if payment.state is PaymentState.FAILED or (payment.state is PaymentState.CONFIRMED and payment.success_answered):
+        entries["settle"] = cache_entry(terms, settle_outcome(payment), payment.answer_key)
     return entries
-
-
-def answered_entries(terms: str, transaction: str | None, network: str | None, payer: str | None,
-                     answer_key: str | None) -> dict[str, dict[str, Any]]:
-    return {
-        "settle": cache_entry(terms, settle_success(transaction, network, payer), answer_key),
-        "verify": cache_entry(terms, settled_verify(payer, transaction)),
-    }
-
-
-def settle_success(transaction: str | None, network: str | None, payer: str | None) -> SettleOutcome:
-    return SettleOutcome(success=True, transaction=transaction, network=network, payer=payer)
 
 
 def repeated_settle(stored: SettleOutcome, answer_key: str | None, request_key: str | None) -> SettleOutcome:
@@ -134,3 +170,21 @@ def repeated_settle(stored: SettleOutcome, answer_key: str | None, request_key: 
 def cache_entry(terms: str, outcome: VerifyOutcome | SettleOutcome, answer_key: str | None = None) -> dict[str, Any]:
     """A terminal result cache entry: the terms the payment is bound to, the answer, the success's key."""
     return {"terms": terms, "outcome": asdict(outcome), "answer_key": answer_key}
+
+
+OTHER_TERMS = "this payment was first presented with other requirements"
+
+
+def replayed_verify(cached: dict[str, Any], terms: str) -> VerifyOutcome:
+    """A duplicate verify answered from its terminal result cache entry. A payment is bound to the terms it was
+    first presented with: other terms are refused, not replayed."""
+    if cached["terms"] != terms:
+        return VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, message=OTHER_TERMS)
+    return VerifyOutcome(**cached["outcome"]).as_replay()
+
+
+def replayed_settle(cached: dict[str, Any], terms: str, network: str, request_key: str | None) -> SettleOutcome:
+    """A duplicate settle answered from its terminal result cache entry, through `repeated_settle`."""
+    if cached["terms"] != terms:
+        return SettleOutcome.failed(Code.INVALID_PAYMENT_REQUIREMENTS, network=network, message=OTHER_TERMS)
+    return repeated_settle(SettleOutcome(**cached["outcome"]), cached.get("answer_key"), request_key)

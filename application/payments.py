@@ -13,56 +13,42 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
+from application.errors import DuplicateRequestError, SimulationFailedError, rule_details
 from application.outcomes import (
     SettleOutcome,
     VerifyOutcome,
     repeated_settle,
+    replayed_settle,
+    replayed_verify,
     settle_outcome,
-    terminal_entries,
     verify_outcome,
 )
+from application.payment_checks import PaymentRequest, check_request
 from application.ports import Chain, Chains, Clock, Confirmation, FeePayers, Locks, ResultCache, SubmissionError
 from domain.claims import Claim, ClaimKind, claim_id
 from domain.clients import Client
 from domain.codes import Code
-from domain.errors import PaymentRejected
+from domain.errors import PaymentRuleError
 from domain.exact import (
     ExactLimits,
     ExactPayment,
-    decode_transaction,
     inspect_exact,
     lookup_tables,
     message_bytes,
-    message_hash,
-    payment_fingerprint,
     with_fee_payer_signature,
 )
-from domain.idempotency import idempotency_key, payment_id
-from domain.networks import SCHEME_EXACT, network
+from domain.idempotency import payment_id
 from domain.payment import Payment, PaymentState
 from domain.signing import base58_signature
 from domain.x402 import PaymentPayload, Requirements
 
-if TYPE_CHECKING:
-    from solders.transaction import VersionedTransaction
-
 SIMULATION_LOG_LINES = 5
-Outcome = TypeVar("Outcome", VerifyOutcome, SettleOutcome)
-
-
-class KeyEnvironmentError(Exception):
-    """A test key used on mainnet, or a live key on devnet."""
-
-
-class DuplicateRequest(Exception):
-    """Another request for the same payment holds its lock, or won the race to the event store."""
 
 
 @dataclass(frozen=True)
@@ -72,20 +58,6 @@ class Settings:
     confirmation_poll_seconds: float = 0.25
     resend_seconds: float = 2.0  # while unconfirmed, the identical signed transaction is sent again this often
     lock_margin_seconds: float = 30.0
-
-
-@dataclass(frozen=True)
-class _Request:
-    client: Client
-    payload: PaymentPayload
-    requirements: Requirements
-    chain: Chain
-    transaction: VersionedTransaction
-    fingerprint: str
-    message_hash: str
-    key: str
-    request_key: str | None = None  # the merchant's Idempotency-Key header (settle)
-    claims: list[Claim] = field(default_factory=list)  # saved with the request's first save
 
 
 class Payments(Application):
@@ -103,7 +75,7 @@ class Payments(Application):
         try:
             request = self._request(client, payload, requirements)
             if cached := self._cache.get(request.key, "verify"):
-                return self._replay(cached, request, VerifyOutcome)
+                return replayed_verify(cached, requirements.digest)
             with self._exclusive(request.key, self._settings.lock_margin_seconds):
                 payment = self._get(request.key)
                 if payment is not None and (conflict := self._bound(payment, request)):
@@ -113,10 +85,10 @@ class Payments(Application):
                 payment = self._receive(request)
                 self._decide(payment, request)
                 self._save(payment, request)
-                return self._remember(payment, verify_outcome(payment))
-        except PaymentRejected as rejected:
+                return verify_outcome(payment)
+        except PaymentRuleError as rejected:
             return VerifyOutcome.invalid(rejected.code, rejected.payer, message=rejected.message)
-        except DuplicateRequest as duplicate:
+        except DuplicateRequestError as duplicate:
             return VerifyOutcome.invalid(Code.DUPLICATE_REQUEST, message=str(duplicate))
 
     def settle(self, client: Client, payload: PaymentPayload, requirements: Requirements,
@@ -128,7 +100,7 @@ class Payments(Application):
             request = self._request(client, payload, requirements, request_key)
             cached = self._cache.get(request.key, "settle")
             if cached and (request_key is None or request_key == cached.get("answer_key")):
-                return self._replay(cached, request, SettleOutcome)
+                return replayed_settle(cached, requirements.digest, net, request_key)
             budget = self._settings.confirmation_budget_seconds
             with self._exclusive(request.key, budget + self._settings.lock_margin_seconds):
                 payment = self._get(request.key)
@@ -139,14 +111,14 @@ class Payments(Application):
                 if payment is not None and payment.state is PaymentState.CONFIRMED:
                     return self._settled(payment, request)
                 if payment is not None and payment.state is PaymentState.FAILED:
-                    return self._remember(payment, settle_outcome(payment)).as_replay()
+                    return settle_outcome(payment).as_replay()
                 if payment is not None and payment.is_pending:
                     return self._reconcile(payment, request)
                 payment = payment or self._receive(request)
                 return self._settle(payment, request)
-        except PaymentRejected as rejected:
+        except PaymentRuleError as rejected:
             return SettleOutcome.failed(rejected.code, rejected.payer, network=net, message=rejected.message)
-        except DuplicateRequest as duplicate:
+        except DuplicateRequestError as duplicate:
             return SettleOutcome.failed(Code.DUPLICATE_REQUEST, network=net, message=str(duplicate))
 
     def follow_up(self, key: str) -> PaymentState | None:
@@ -175,9 +147,8 @@ class Payments(Application):
                         self._resend(payment, chain)
                     return payment.state
                 self._save(payment)
-                self._remember(payment, None)
                 return payment.state
-        except DuplicateRequest:
+        except DuplicateRequestError:
             return None
 
     # -- queries ------------------------------------------------------------------------------------------
@@ -188,32 +159,11 @@ class Payments(Application):
     # -- steps --------------------------------------------------------------------------------------------
 
     def _request(self, client: Client, payload: PaymentPayload, requirements: Requirements,
-                 request_key: str | None = None) -> _Request:
-        """The checks that need no transaction: scheme, network, capability, and the accepted terms."""
-        if requirements.scheme != SCHEME_EXACT:
-            raise PaymentRejected(Code.UNSUPPORTED_SCHEME, f"scheme {requirements.scheme!r} is not supported")
-        known = network(requirements.network)
-        chain = self._chains.for_network(requirements.network) if known else None
-        if chain is None:
-            raise PaymentRejected(Code.INVALID_NETWORK, f"network {requirements.network!r} is not served")
-        if client.env is not None and known.key_env != client.env:
-            raise KeyEnvironmentError(f"a {client.env.value} key cannot pay on {known.name}")
-        if payload.accepted is not None and not payload.accepted.same_terms(requirements):
-            raise PaymentRejected(Code.INVALID_PAYMENT_REQUIREMENTS,
-                                  "paymentPayload.accepted differs from paymentRequirements")
-        if not client.may_use(requirements.network, requirements.scheme, requirements.asset):
-            raise PaymentRejected(Code.CAPABILITY_NOT_ENABLED,
-                                  f"capability exact on {requirements.network} for asset {requirements.asset} "
-                                  "is not enabled for this client")
-        fee_payer = requirements.extra.get("feePayer")
-        if fee_payer is not None and fee_payer not in self._fee_payers.addresses(requirements.network):
-            raise PaymentRejected(Code.INVALID_FEE_PAYER, f"feePayer {fee_payer} is not a signer of this service")
-        tx = decode_transaction(payload.transaction)
-        digest = message_hash(tx)
-        key = idempotency_key(client.id, requirements.amount, digest)
-        return _Request(client, payload, requirements, chain, tx, payment_fingerprint(tx), digest, key, request_key)
+                 request_key: str | None = None) -> PaymentRequest:
+        return check_request(client, payload, requirements, chains=self._chains, fee_payers=self._fee_payers,
+                             request_key=request_key)
 
-    def _receive(self, request: _Request) -> Payment:
+    def _receive(self, request: PaymentRequest) -> Payment:
         r = request.requirements
         return Payment(
             idempotency_key=request.key, client_id=request.client.id, network=r.network, asset=r.asset,
@@ -222,40 +172,40 @@ class Payments(Application):
             max_timeout_seconds=r.max_timeout_seconds, message_hash=request.message_hash,
         )
 
-    def _bound(self, payment: Payment, request: _Request) -> VerifyOutcome | None:
+    def _bound(self, payment: Payment, request: PaymentRequest) -> VerifyOutcome | None:
         """A payment is bound to the terms it was first presented with; other terms are refused, not replayed."""
         if payment.terms_digest != request.requirements.digest:
             return VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, payment.payer,
                                          message="this payment was first presented with other requirements")
         return None
 
-    def _claim_request_key(self, request: _Request, payment_id: UUID) -> None:
+    def _claim_request_key(self, request: PaymentRequest, payment_id: UUID) -> None:
         """An `Idempotency-Key` names one payment: claimed with the request's first save, refused on another."""
         if request.request_key is None:
             return
         subject = f"{request.client.id}\x1f{request.request_key}"
         if not self._stake(request, ClaimKind.IDEMPOTENCY_KEY, subject, payment_id):
-            raise PaymentRejected(Code.INVALID_PAYLOAD,
+            raise PaymentRuleError(Code.INVALID_PAYLOAD,
                                   f"Idempotency-Key {request.request_key!r} was sent with another payment")
 
-    def _decide(self, payment: Payment, request: _Request) -> None:
+    def _decide(self, payment: Payment, request: PaymentRequest) -> None:
         try:
             exact, _, _ = self._evaluate(request)
-        except PaymentRejected as rejected:
-            payment.reject(str(rejected.code), rejected.message, rejected.payer, _details(rejected))
+        except PaymentRuleError as rejected:
+            payment.reject(str(rejected.code), rejected.message, rejected.payer, rule_details(rejected))
         else:
             payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
 
-    def _settle(self, payment: Payment, request: _Request) -> SettleOutcome:
+    def _settle(self, payment: Payment, request: PaymentRequest) -> SettleOutcome:
         """Evaluate again (balances may have moved since a verify), claim, record the broadcast, send, await."""
         key = request.request_key
         if payment.state is PaymentState.REJECTED:
             return self._fail(payment, request, payment.reason or "", payment.message)
         try:
             exact, signed, signature = self._evaluate(request)
-        except PaymentRejected as rejected:
+        except PaymentRuleError as rejected:
             if payment.verify_outcome is None:
-                payment.reject(str(rejected.code), rejected.message, rejected.payer, _details(rejected))
+                payment.reject(str(rejected.code), rejected.message, rejected.payer, rule_details(rejected))
             return self._fail(payment, request, str(rejected.code), rejected.message)
         if payment.verify_outcome is None:
             payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
@@ -269,7 +219,7 @@ class Payments(Application):
             return self._fail(payment, request, str(Code.SUBMISSION_FAILED), str(refused))
         return self._await(payment, request)
 
-    def _settlement_claims(self, payment: Payment, request: _Request) -> str | None:
+    def _settlement_claims(self, payment: Payment, request: PaymentRequest) -> str | None:
         """Claim the transaction (and the payTo+memo pair) for this payment; the reason if another has them."""
         r = request.requirements
         wanted = [(ClaimKind.TRANSACTION, request.message_hash, "this transaction already settled another payment")]
@@ -281,7 +231,7 @@ class Payments(Application):
                 return taken
         return None
 
-    def _stake(self, request: _Request, kind: ClaimKind, subject: str, payment_id: UUID) -> bool:
+    def _stake(self, request: PaymentRequest, kind: ClaimKind, subject: str, payment_id: UUID) -> bool:
         """True if `subject` is this payment's: already claimed by it, or a claim added to the request's next
         save; False if another payment holds it."""
         claim = self._claim(kind, subject)
@@ -290,15 +240,15 @@ class Payments(Application):
             return True
         return bool(claim.payment_id == str(payment_id))
 
-    def _settled(self, payment: Payment, request: _Request) -> SettleOutcome:
+    def _settled(self, payment: Payment, request: PaymentRequest) -> SettleOutcome:
         """A confirmed payment: the first settle to learn it is answered success, later ones by `repeated_settle`."""
         if not payment.success_answered:
             payment.answer_success(request.request_key)
             self._save(payment, request)
-            return self._remember(payment, settle_outcome(payment))
+            return settle_outcome(payment)
         return repeated_settle(settle_outcome(payment), payment.answer_key, request.request_key)
 
-    def _evaluate(self, request: _Request) -> tuple[ExactPayment, bytes, str]:
+    def _evaluate(self, request: PaymentRequest) -> tuple[ExactPayment, bytes, str]:
         """Inspect, check the destination exists, co-sign and simulate: the transaction and its signature."""
         tx, r, chain = request.transaction, request.requirements, request.chain
         loaded = {table: list(chain.lookup_table_addresses(table)) for table in lookup_tables(tx)}
@@ -312,19 +262,19 @@ class Payments(Application):
         simulation = chain.simulate(signed)
         # Only a failed simulation pays for the second look-up that names a missing destination clearly.
         if not simulation.ok and not chain.account_exists(exact.destination):
-            raise SimulationFailed(exact.payer, {
+            raise SimulationFailedError(exact.payer, {
                 "error": f"destination token account {exact.destination} (payTo's {exact.mint} account) "
                          "does not exist; the merchant must create it before accepting payments",
                 "errorCode": "AccountNotFound", "logs": [],
             })
         if not simulation.ok:
-            raise SimulationFailed(exact.payer, {
+            raise SimulationFailedError(exact.payer, {
                 "error": simulation.error, "errorCode": simulation.error_code,
                 "logs": list(simulation.logs)[-SIMULATION_LOG_LINES:],
             })
         return exact, signed, base58_signature(fee_payer_signature)
 
-    def _reconcile(self, payment: Payment, request: _Request) -> SettleOutcome:
+    def _reconcile(self, payment: Payment, request: PaymentRequest) -> SettleOutcome:
         """A retried settle of a broadcast payment asks the chain about its signature, re-sends the identical
         transaction while its blockhash lives, and fails it once the blockhash has expired unseen."""
         chain = request.chain
@@ -335,7 +285,7 @@ class Payments(Application):
                               "the transaction expired (its blockhash) before it landed")
         return self._await(payment, request, resend_now=status.confirmation is Confirmation.UNKNOWN)
 
-    def _await(self, payment: Payment, request: _Request, resend_now: bool = False) -> SettleOutcome:
+    def _await(self, payment: Payment, request: PaymentRequest, resend_now: bool = False) -> SettleOutcome:
         chain, clock = request.chain, self._clock
         deadline = clock.monotonic() + self._settings.confirmation_budget_seconds
         next_send = clock.monotonic() + (0 if resend_now else self._settings.resend_seconds)
@@ -357,7 +307,7 @@ class Payments(Application):
                 next_send = now + self._settings.resend_seconds
             clock.sleep(self._settings.confirmation_poll_seconds)
         self._save(payment, request)
-        return self._remember(payment, settle_outcome(payment))
+        return settle_outcome(payment)
 
     def _resend(self, payment: Payment, chain: Chain) -> None:
         """Send the recorded signed transaction again, as Solana clients do to land one: the same bytes, the same
@@ -367,27 +317,10 @@ class Payments(Application):
         except SubmissionError:
             pass
 
-    def _fail(self, payment: Payment, request: _Request, reason: str, message: str) -> SettleOutcome:
+    def _fail(self, payment: Payment, request: PaymentRequest, reason: str, message: str) -> SettleOutcome:
         payment.fail(reason, message, request.request_key)
         self._save(payment, request)
-        return self._remember(payment, settle_outcome(payment))
-
-    # -- the terminal result cache ------------------------------------------------------------------------
-
-    def _remember(self, payment: Payment, outcome: Any) -> Any:
-        for operation, entry in terminal_entries(payment).items():
-            self._cache.put(payment.idempotency_key, operation, entry)
-        return outcome
-
-    def _replay(self, cached: dict[str, Any], request: _Request, kind: type[Outcome]) -> Outcome:
-        if cached["terms"] != request.requirements.digest:
-            message = "this payment was first presented with other requirements"
-            conflict = VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, message=message)
-            return conflict if kind is VerifyOutcome else SettleOutcome.failed(
-                Code.INVALID_PAYMENT_REQUIREMENTS, network=request.requirements.network, message=message)
-        if kind is SettleOutcome:
-            return repeated_settle(SettleOutcome(**cached["outcome"]), cached.get("answer_key"), request.request_key)
-        return kind(**cached["outcome"]).as_replay()
+        return settle_outcome(payment)
 
     # -- persistence --------------------------------------------------------------------------------------
 
@@ -395,7 +328,7 @@ class Payments(Application):
     def _exclusive(self, key: str, ttl: float) -> Iterator[None]:
         with self._locks.hold(key, ttl) as held:
             if not held:
-                raise DuplicateRequest("another request for this payment is in progress; retry")
+                raise DuplicateRequestError("another request for this payment is in progress; retry")
             yield
 
     def _get(self, key: str) -> Payment | None:
@@ -410,7 +343,7 @@ class Payments(Application):
         except AggregateNotFoundError:
             return None
 
-    def _save(self, payment: Payment, request: _Request | None = None) -> None:
+    def _save(self, payment: Payment, request: PaymentRequest | None = None) -> None:
         """One save of the payment and the claims its request made: all of them are recorded, or none."""
         claims = list(request.claims) if request else []
         if request:
@@ -418,15 +351,6 @@ class Payments(Application):
         try:
             self.save(payment, *claims)
         except IntegrityError as race:
-            raise DuplicateRequest("another request for this payment, or for its transaction, won the race; "
+            raise DuplicateRequestError("another request for this payment, or for its transaction, won the race; "
                                    "retry") from race
 
-
-class SimulationFailed(PaymentRejected):
-    def __init__(self, payer: str, details: dict[str, Any]) -> None:
-        super().__init__(Code.SIMULATION_FAILED, details["error"], payer=payer)
-        self.details = details
-
-
-def _details(rejected: PaymentRejected) -> dict[str, Any] | None:
-    return getattr(rejected, "details", None)

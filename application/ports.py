@@ -91,11 +91,10 @@ class Locks(Protocol):
 
 
 class ResultCache(Protocol):
-    """Terminal results by idempotency key and operation. A miss is never an answer: the event store is."""
+    """Terminal results by idempotency key and operation, read-only: `projections.results.ResultCacheProjection`
+    is its one writer. A miss is never an answer: the event store is."""
 
-    def get(self, key: str, operation: str) -> dict | None: ...
-
-    def put(self, key: str, operation: str, result: dict) -> None: ...
+    def get(self, key: str, operation: str) -> dict[str, Any] | None: ...
 
 
 class Clock(Protocol):

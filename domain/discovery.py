@@ -51,7 +51,7 @@ class Reason(StrEnum):
     INVALID_FIELD = "invalid_field"
 
 
-class DiscoveryInvalid(DomainError):
+class DiscoveryInvalidError(DomainError):
     """A registration the discovery rules refuse; `reason` is what the skip is counted under."""
 
     def __init__(self, reason: Reason, message: str) -> None:
@@ -71,23 +71,23 @@ class ResourceUrl:
 def parse_resource_url(raw: Any, *, production: bool, what: str = "the resource URL") -> ResourceUrl:
     """The URL rules, for the resource URL and for `provider.url` alike (`what` names it in messages)."""
     if not isinstance(raw, str) or not raw or len(raw) > MAX_URL or not PRINTABLE.fullmatch(raw):
-        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} must be printable ASCII of 1-2048 characters")
+        raise DiscoveryInvalidError(Reason.INVALID_URL, f"{what} must be printable ASCII of 1-2048 characters")
     try:
         parts = urlsplit(raw)
         port = parts.port
     except ValueError as bad:
-        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} does not parse: {bad}") from None
+        raise DiscoveryInvalidError(Reason.INVALID_URL, f"{what} does not parse: {bad}") from None
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
-        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} must use http:// or https://")
+        raise DiscoveryInvalidError(Reason.INVALID_URL, f"{what} must use http:// or https://")
     if parts.username is not None or parts.password is not None:
-        raise DiscoveryInvalid(Reason.INVALID_URL, f"{what} must not carry credentials")
+        raise DiscoveryInvalidError(Reason.INVALID_URL, f"{what} must not carry credentials")
     host = (parts.hostname or "").rstrip(".")
     address = _address(host)
     if address is None:
         _check_hostname(host, production=production)
     elif production and not is_public(address):
-        raise DiscoveryInvalid(Reason.PRIVATE_ADDRESS, f"{address} is not a public address")
+        raise DiscoveryInvalidError(Reason.PRIVATE_ADDRESS, f"{address} is not a public address")
     netloc = f"[{host}]" if address is not None and address.version == 6 else host
     if port is not None and port != DEFAULT_PORTS[scheme]:
         netloc = f"{netloc}:{port}"
@@ -104,15 +104,15 @@ def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 def _check_hostname(host: str, *, production: bool) -> None:
     if len(host) > MAX_HOSTNAME:
-        raise DiscoveryInvalid(Reason.HOSTNAME_TOO_LONG, f"the hostname has {len(host)} characters; at most 253")
+        raise DiscoveryInvalidError(Reason.HOSTNAME_TOO_LONG, f"the hostname has {len(host)} characters; at most 253")
     labels = host.split(".")
     if not host or not all(LABEL.fullmatch(label) for label in labels):
-        raise DiscoveryInvalid(Reason.INVALID_HOSTNAME, f"{host!r} is not an RFC 1123 hostname")
+        raise DiscoveryInvalidError(Reason.INVALID_HOSTNAME, f"{host!r} is not an RFC 1123 hostname")
     if labels[-1].isdigit():
         # RFC 1123 2.1: a top-level label is alphabetic; all-digit names are addresses in disguise (127.1).
-        raise DiscoveryInvalid(Reason.INVALID_HOSTNAME, f"{host!r} is neither a hostname nor a dotted address")
+        raise DiscoveryInvalidError(Reason.INVALID_HOSTNAME, f"{host!r} is neither a hostname nor a dotted address")
     if production and (len(labels) < 2 or any(host == n or host.endswith("." + n) for n in PRIVATE_NAMES)):
-        raise DiscoveryInvalid(Reason.PRIVATE_ADDRESS, f"{host} is not a public internet name")
+        raise DiscoveryInvalidError(Reason.PRIVATE_ADDRESS, f"{host} is not a public internet name")
 
 
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -158,11 +158,11 @@ def _routable(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 def check_addresses(host: str, addresses: list[str]) -> None:
     """In production every address the hostname resolves to must be public (one private answer is enough)."""
     if not addresses:
-        raise DiscoveryInvalid(Reason.UNRESOLVABLE, f"{host} does not resolve")
+        raise DiscoveryInvalidError(Reason.UNRESOLVABLE, f"{host} does not resolve")
     for text in addresses:
         address = _address(text.split("%", 1)[0])
         if address is None or not is_public(address):
-            raise DiscoveryInvalid(Reason.PRIVATE_ADDRESS, f"{host} resolves to {text}, not a public address")
+            raise DiscoveryInvalidError(Reason.PRIVATE_ADDRESS, f"{host} resolves to {text}, not a public address")
 
 
 @dataclass(frozen=True)
@@ -194,24 +194,25 @@ def size(value: Any) -> int:
     try:
         return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
     except (ValueError, TypeError, RecursionError):
-        raise DiscoveryInvalid(Reason.INVALID_FIELD, "info holds a value JSON cannot carry (NaN, Infinity)") from None
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD,
+                                    "info holds a value JSON cannot carry (NaN, Infinity)") from None
 
 
 def parse_info(bazaar: Any, *, registered: bool, production: bool = False) -> ListingDetails:
     """Validate `extensions.bazaar.info`; keep only documented fields, and title/tags/provider if registered."""
     if not isinstance(bazaar, dict):
-        raise DiscoveryInvalid(Reason.INVALID_EXTENSION, "extensions.bazaar must be an object")
+        raise DiscoveryInvalidError(Reason.INVALID_EXTENSION, "extensions.bazaar must be an object")
     info = bazaar.get("info", {})
     if not isinstance(info, dict):
-        raise DiscoveryInvalid(Reason.INVALID_EXTENSION, "extensions.bazaar.info must be an object")
+        raise DiscoveryInvalidError(Reason.INVALID_EXTENSION, "extensions.bazaar.info must be an object")
     if size(info) >= MAX_INFO_BYTES:
-        raise DiscoveryInvalid(Reason.INFO_TOO_LARGE, f"info is {size(info)} bytes; it must be under 8 KB")
+        raise DiscoveryInvalidError(Reason.INFO_TOO_LARGE, f"info is {size(info)} bytes; it must be under 8 KB")
     method = _text(info, "method", "GET").upper()
     if method not in METHODS:
-        raise DiscoveryInvalid(Reason.INVALID_METHOD, f"method must be one of {', '.join(METHODS)}")
+        raise DiscoveryInvalidError(Reason.INVALID_METHOD, f"method must be one of {', '.join(METHODS)}")
     kind = _text(info, "type", "http").lower()
     if kind not in TYPES:
-        raise DiscoveryInvalid(Reason.INVALID_TYPE, f"type must be one of {', '.join(TYPES)}")
+        raise DiscoveryInvalidError(Reason.INVALID_TYPE, f"type must be one of {', '.join(TYPES)}")
     details = ListingDetails(
         type=kind, method=method, description=_text(info, "description", ""),
         input=_schema(info, "input"), output=_schema(info, "output"),
@@ -231,7 +232,8 @@ def _text(data: dict[str, Any], name: str, default: str) -> str:
     if name == "amount" and isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)  # a price may be written as a number; it is kept and served as a string
     if not isinstance(value, str) or len(value) > MAX_TEXT.get(name, 1024):
-        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name} must be a string of at most {MAX_TEXT.get(name, 1024)}")
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD,
+                                    f"{name} must be a string of at most {MAX_TEXT.get(name, 1024)}")
     return value.strip()
 
 
@@ -240,7 +242,7 @@ def _fields(info: dict[str, Any], name: str, documented: tuple[str, ...]) -> dic
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name} must be an object")
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, f"{name} must be an object")
     kept = {k: text for k in documented if value.get(k) is not None and (text := _text(value, k, ""))}
     return kept or None
 
@@ -250,16 +252,16 @@ def _schema(info: dict[str, Any], name: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name} must be an object")
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, f"{name} must be an object")
     kept: dict[str, Any] = {}
     if value.get("type") is not None:
         kept["type"] = _text(value, "type", "")
     schema = value.get("schema")
     if schema is not None:
         if not isinstance(schema, dict):
-            raise DiscoveryInvalid(Reason.INVALID_FIELD, f"{name}.schema must be a JSON Schema object")
+            raise DiscoveryInvalidError(Reason.INVALID_FIELD, f"{name}.schema must be a JSON Schema object")
         if size(schema) > MAX_SCHEMA_BYTES:
-            raise DiscoveryInvalid(Reason.SCHEMA_TOO_LARGE, f"{name}.schema is {size(schema)} bytes; at most 4 KB")
+            raise DiscoveryInvalidError(Reason.SCHEMA_TOO_LARGE, f"{name}.schema is {size(schema)} bytes; at most 4 KB")
         kept["schema"] = schema
     return kept or None
 
@@ -267,10 +269,10 @@ def _schema(info: dict[str, Any], name: str) -> dict[str, Any] | None:
 def _tags(info: dict[str, Any]) -> tuple[str, ...]:
     tags = info.get("tags", [])
     if not isinstance(tags, list) or len(tags) > MAX_TAGS or not all(isinstance(t, str) for t in tags):
-        raise DiscoveryInvalid(Reason.INVALID_FIELD, f"tags must be a list of at most {MAX_TAGS} strings")
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, f"tags must be a list of at most {MAX_TAGS} strings")
     lowered = [t.strip().lower() for t in tags]
     if not all(TAG.fullmatch(t) for t in lowered):
-        raise DiscoveryInvalid(Reason.INVALID_FIELD, "a tag is 1-50 of a-z 0-9 space . _ + - (no commas)")
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, "a tag is 1-50 of a-z 0-9 space . _ + - (no commas)")
     return tuple(dict.fromkeys(lowered))
 
 

@@ -9,7 +9,7 @@ class DomainError(Exception):
     """Base of every rule the domain refuses."""
 
 
-class PaymentRejected(DomainError):
+class PaymentRuleError(DomainError):
     """A payment that breaks a rule of the `exact` scheme; `code` is the spec's reason code."""
 
     def __init__(self, code: Code, message: str, *, payer: str | None = None) -> None:

@@ -1,7 +1,7 @@
 """The x402 `exact` scheme on Solana: the rules a client's partially-signed payment transaction must meet.
 
 `inspect_exact` checks the rules of DESIGN.md ("Decisions where the spec is open") in a fixed order and
-returns the facts of an accepted transaction, or raises `PaymentRejected` naming the first rule broken.
+returns the facts of an accepted transaction, or raises `PaymentRuleError` naming the first rule broken.
 Pure: no I/O, no clock, no randomness.
 """
 
@@ -14,7 +14,7 @@ from types import MappingProxyType
 from solders.transaction import VersionedTransaction
 
 from domain.codes import Code
-from domain.errors import PaymentRejected
+from domain.errors import PaymentRuleError
 from domain.networks import Programs
 from domain.solana_tx import (
     ResolvedInstruction,
@@ -145,12 +145,12 @@ def _compute_budget(instructions: Sequence[ResolvedInstruction]) -> tuple[int, i
     limits = [i for i, ix in enumerate(instructions) if _is_compute_budget(ix, SET_COMPUTE_UNIT_LIMIT, 5)]
     prices = [i for i, ix in enumerate(instructions) if _is_compute_budget(ix, SET_COMPUTE_UNIT_PRICE, 9)]
     if not limits:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.MISSING_COMPUTE_BUDGET_LIMIT,
             "no SetComputeUnitLimit instruction (compute budget, 5 data bytes)",
         )
     if not prices:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.MISSING_COMPUTE_BUDGET_PRICE,
             "no SetComputeUnitPrice instruction (compute budget, 9 data bytes)",
         )
@@ -192,24 +192,24 @@ def _check_memo(trailing: Sequence[ResolvedInstruction], memo: str | None, payer
         return
     memos = [ix for ix in trailing if ix.program == Programs.MEMO]
     if len(memos) != 1:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.MEMO_COUNT, f"{len(memos)} Memo instructions; the requirements' extra.memo needs exactly one",
             payer=payer,
         )
     if memos[0].data != memo.encode():
-        raise PaymentRejected(Code.MEMO_MISMATCH, "the Memo instruction's data differs from extra.memo", payer=payer)
+        raise PaymentRuleError(Code.MEMO_MISMATCH, "the Memo instruction's data differs from extra.memo", payer=payer)
 
 
 def _check_priority_fee(units: int, price: int, limits: ExactLimits, payer: str) -> None:
     """Rule 4: the compute-unit limit and price stay within the configured caps."""
     if units > limits.max_compute_unit_limit:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.PRIORITY_FEE_EXCEEDS_LIMIT,
             f"compute unit limit {units} exceeds the cap of {limits.max_compute_unit_limit}",
             payer=payer,
         )
     if price > limits.max_compute_unit_price:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.PRIORITY_FEE_EXCEEDS_LIMIT,
             f"compute unit price {price} micro-lamports exceeds the cap of {limits.max_compute_unit_price}",
             payer=payer,
@@ -225,14 +225,14 @@ def _check_fee_payer(
     """Rules 5-7: the service pays only fees, never tokens, and lends its key to no instruction."""
     payer = transfer.authority
     if fee_payer not in fee_payers:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.INVALID_FEE_PAYER, f"fee payer {fee_payer} is not one of this service's signers", payer=payer
         )
     facilitator_accounts = {
         associated_token_address(key, transfer.mint, transfer.token_program) for key in fee_payers
     }
     if transfer.authority in fee_payers or transfer.source in facilitator_accounts:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.FACILITATOR_CANNOT_BE_PAYER,
             f"the transfer moves the service's own tokens (authority {transfer.authority}, "
             f"source {transfer.source})",
@@ -240,7 +240,7 @@ def _check_fee_payer(
         )
     for index, ix in enumerate(instructions):
         if fee_payer in ix.accounts:
-            raise PaymentRejected(
+            raise PaymentRuleError(
                 Code.INVALID_FEE_PAYER,
                 f"fee payer {fee_payer} appears in the accounts of instruction {index}",
                 payer=payer,
@@ -251,19 +251,19 @@ def _check_terms(transfer: _Transfer, *, asset: str, pay_to: str, amount: int) -
     """Rules 8-10: the right asset, to the ATA of `payTo`, for exactly the required amount."""
     payer = transfer.authority
     if transfer.mint != asset:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.ASSET_MISMATCH, f"transfer mint {transfer.mint}; expected {asset}", payer=payer
         )
     expected = associated_token_address(pay_to, asset, transfer.token_program)
     if transfer.destination != expected:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.RECIPIENT_MISMATCH,
             f"transfer destination {transfer.destination}; expected {expected}, the token account of "
             f"{pay_to}",
             payer=payer,
         )
     if transfer.amount != amount:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.AUTHORIZATION_VALUE,
             f"transfer amount {transfer.amount}; expected exactly {amount}",
             payer=payer,
@@ -276,7 +276,7 @@ def _check_signers(tx: VersionedTransaction, fee_payer: str, payer: str) -> None
     signers = {str(key) for key in list(tx.message.account_keys)[:required]}
     if not signers <= {fee_payer, payer}:
         others = ", ".join(sorted(signers - {fee_payer, payer}))
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.INVALID_PAYLOAD,
             f"the transaction needs signatures of {others}; the fee payer pays only for its own and the transfer "
             "authority's",
@@ -289,7 +289,7 @@ def _check_client_signatures(tx: VersionedTransaction, payer: str) -> None:
     required = tx.message.header.num_required_signatures
     signers = list(tx.message.account_keys)[:required]
     if payer not in {str(key) for key in signers}:
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.INVALID_PAYLOAD,
             f"transfer authority {payer} is not a signer of the transaction",
             payer=payer,
@@ -298,7 +298,7 @@ def _check_client_signatures(tx: VersionedTransaction, payer: str) -> None:
     for key, signature in list(zip(signers, tx.signatures, strict=True))[1:]:
         if not signature.verify(key, signed):
             whose = "the payer's" if str(key) == payer else f"signer {key}'s"
-            raise PaymentRejected(Code.INVALID_PAYLOAD, f"{whose} signature does not verify", payer=payer)
+            raise PaymentRuleError(Code.INVALID_PAYLOAD, f"{whose} signature does not verify", payer=payer)
 
 
 def _is_compute_budget(ix: ResolvedInstruction, discriminator: int, size: int) -> bool:
@@ -313,5 +313,5 @@ def _le(data: bytes) -> int:
     return int.from_bytes(data, "little")
 
 
-def _topology(message: str, payer: str | None = None) -> PaymentRejected:
-    return PaymentRejected(Code.INSTRUCTION_TOPOLOGY, message, payer=payer)
+def _topology(message: str, payer: str | None = None) -> PaymentRuleError:
+    return PaymentRuleError(Code.INSTRUCTION_TOPOLOGY, message, payer=payer)

@@ -1,6 +1,6 @@
 """Low-level reading of Solana transactions with solders: decoding, account resolution, signing bytes.
 
-Pure functions over bytes and solders values; every malformed input becomes a `PaymentRejected` with a code.
+Pure functions over bytes and solders values; every malformed input becomes a `PaymentRuleError` with a code.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from solders.signature import Signature
 from solders.transaction import SanitizeError, VersionedTransaction
 
 from domain.codes import Code
-from domain.errors import PaymentRejected
+from domain.errors import PaymentRuleError
 from domain.networks import Programs
 
 # Solana's packet data size: a larger transaction can never be broadcast, so it is refused before decoding.
@@ -89,7 +89,7 @@ def resolve_accounts(tx: VersionedTransaction, loaded: Mapping[str, Sequence[str
     for lookup in tx.message.address_table_lookups:
         table = str(lookup.account_key)
         if table not in loaded:
-            raise PaymentRejected(Code.INVALID_PAYLOAD, f"address lookup table {table} could not be loaded")
+            raise PaymentRuleError(Code.INVALID_PAYLOAD, f"address lookup table {table} could not be loaded")
         writable += (_loaded_address(table, loaded[table], index) for index in lookup.writable_indexes)
         readonly += (_loaded_address(table, loaded[table], index) for index in lookup.readonly_indexes)
     return (*static, *writable, *readonly)
@@ -141,21 +141,21 @@ def associated_token_address(owner: str, mint: str, token_program: str) -> str:
 
 
 def parse_address(value: str, code: Code, what: str) -> str:
-    """`value` in canonical base58 if it is a 32-byte address, else PaymentRejected(code)."""
+    """`value` in canonical base58 if it is a 32-byte address, else PaymentRuleError(code)."""
     try:
         return str(Pubkey.from_string(value))
     except (ValueError, TypeError):
-        raise PaymentRejected(code, f"{what} {value!r} is not a base58 Solana address") from None
+        raise PaymentRuleError(code, f"{what} {value!r} is not a base58 Solana address") from None
 
 
 def _loaded_address(table: str, addresses: Sequence[str], index: int) -> str:
     if index >= len(addresses):
-        raise PaymentRejected(
+        raise PaymentRuleError(
             Code.INVALID_PAYLOAD,
             f"address lookup table {table} holds {len(addresses)} addresses; the message uses index {index}",
         )
     return parse_address(addresses[index], Code.INVALID_PAYLOAD, f"lookup table {table} entry {index}")
 
 
-def _malformed(message: str) -> PaymentRejected:
-    return PaymentRejected(Code.INVALID_TRANSACTION_FORMAT, message)
+def _malformed(message: str) -> PaymentRuleError:
+    return PaymentRuleError(Code.INVALID_TRANSACTION_FORMAT, message)

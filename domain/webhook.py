@@ -39,12 +39,21 @@ RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72
 MAX_RETRY_AFTER = 86400.0
 
 
+# The input each refusal is about, for forms and API answers that name the field at fault.
+FIELDS = {"invalid_url": "url", "https_required": "url", "private_address": "url", "unresolvable": "url",
+          "invalid_events": "events"}
+
+
 class WebhookError(DomainError):
     """A webhook endpoint command the rules refuse; `code` is what the API answers with."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message
+
+    @property
+    def field(self) -> str | None:
+        return FIELDS.get(self.code)
 
 
 # -- rules -------------------------------------------------------------------------------------------------------

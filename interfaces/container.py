@@ -24,7 +24,7 @@ from interfaces.adapters.chain.instrumented import instrument_chains
 from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
 from interfaces.adapters.key_usage import KeyUsage
-from interfaces.adapters.memory import InProcessLocks, InProcessResultCache, SystemClock, TtlCache
+from interfaces.adapters.memory import InProcessLocks, SystemClock, TtlCache
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.postgres import is_postgres, postgres_env
 from interfaces.adapters.redis import RedisLocks, RedisQueryCache, RedisResultCache, redis_client
@@ -40,6 +40,7 @@ from projections.accounts import AccountsProjection, AccountsView, SqliteAccount
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
 from projections.payment_list import PaymentListView, SqlitePaymentListView
+from projections.results import SqliteResultCacheView, SqlResultCacheView
 from projections.runner import catch_up
 from projections.webhook_outbox import WebhookEndpointsProjection
 from projections.webhooks import SqliteWebhooksView, WebhooksView
@@ -155,6 +156,7 @@ class Container:
     payment_list: PaymentListView | None = None  # the payments read model (console, audit, GET /v1/payments)
     console: ConsoleView | None = None  # the console read model (keys, logins, domains; last use of keys)
     key_usage: Any = None  # records the last use of API keys (interfaces/adapters/key_usage.py)
+    result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
 
     def refresh_accounts(self) -> int:
         """Bring the accounts and console views up to date now (the CLI does, so a new key works at once, and a
@@ -196,6 +198,8 @@ class Container:
             self.payment_list.datastore.close()
         if self.console is not None:
             self.console.datastore.close()
+        if self.result_cache is not None:
+            self.result_cache.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -211,13 +215,16 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
         fund_fee_payers(sandbox, fee_payers.addresses())
     settings = Settings(limits=config.limits, confirmation_budget_seconds=config.confirmation_budget_seconds,
                         lock_margin_seconds=config.lock_margin_seconds)
-    redis = locks = None
+    redis = locks = result_cache = None
     if config.redis_url:
         redis = redis_client(config.redis_url)
-        locks, cache = RedisLocks(redis), cache or RedisResultCache(redis, filled_by_projection=True)
+        locks, cache = RedisLocks(redis), cache or RedisResultCache(redis)
+    else:  # the result cache is a SQL read model (projections/results.py), filled by the projection worker
+        result_cache = build_view(config, "result_cache", SqliteResultCacheView)
+        cache = cache or result_cache
     payments = Payments(
         store_env(config, PAYMENTS_STORE), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
-        cache=cache or InProcessResultCache(), clock=SystemClock(), settings=settings,
+        cache=cache, clock=SystemClock(), settings=settings,
     )
     merchants = build_merchants(config, served=frozenset(chains.by_network))
     accounts = build_view(config, "accounts", SqliteAccountsView)
@@ -237,7 +244,7 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
                      listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
                      webhooks_view=webhooks_view, proxies=proxies, payment_list=payment_list, console=console,
-                     key_usage=KeyUsage(console))
+                     key_usage=KeyUsage(console), result_cache=result_cache)
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:

@@ -1,28 +1,35 @@
 """The terminal result cache as a read model: verify and settle results written as Payments records them.
 
 A duplicate request whose result is terminal is answered from this cache without the lock or the event store.
-Each entry has the shape the Payments application replays: {"terms": digest, "outcome": {...}}, keyed by
-idempotency key and operation. The projection keeps, per payment, what later events need (key, terms, network,
-payer) in the view itself; it never loads an aggregate. A miss is never an answer: the event store is.
+This projection is the cache's one writer: per payment it folds the events into `PaymentFacts` and writes what
+`application.outcomes.terminal_entries` (the functions the live answer calls) says is final, keyed by idempotency
+key and operation, in the shape the Payments application replays. It never loads an aggregate. A miss is never an
+answer: the event store is. The view is Redis in production (`interfaces/adapters/redis.py`), else the SQL tables
+below, filled by the projection worker like every other read model.
 """
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import replace
 from functools import singledispatchmethod
 from typing import Any
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
+from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.projection import Projection
+from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
 
-from application.outcomes import SettleOutcome, answered_entries, cache_entry, rejected_verify
-from domain.payment import Payment
+from application.outcomes import PaymentFacts, terminal_entries
+from domain.payment import Payment, PaymentState
+from projections.sql import SqlView
 
 
 class ResultCacheView(TrackingRecorder):
-    """Where the results go (Redis in production), with the projection's tracking position."""
+    """Where the results go, with the projection's tracking position; `get` is the `ResultCache` port."""
 
     @abstractmethod
     def payment(self, payment_id: str) -> dict[str, Any] | None:
@@ -49,44 +56,91 @@ class ResultCacheProjection(Projection[ResultCacheView]):
 
     @process_event.register
     def _(self, e: Payment.Received, tracking: Tracking) -> None:
-        payment = {"key": e.idempotency_key, "terms": e.terms_digest, "network": e.network, "payer": None,
-                   "transaction": None}
-        self.view.record(tracking, payment_id=str(e.originator_id), payment=payment)
+        facts = PaymentFacts(idempotency_key=e.idempotency_key, terms_digest=e.terms_digest, network=e.network)
+        self.view.record(tracking, payment_id=str(e.originator_id), payment=facts.as_json())
 
     @process_event.register
     def _(self, e: Payment.Approved, tracking: Tracking) -> None:
-        self._update(e, tracking, lambda payment: ({**payment, "payer": e.payer}, {}))
+        self._update(e, tracking, state=PaymentState.APPROVED, verify_outcome=PaymentState.APPROVED, payer=e.payer)
 
     @process_event.register
     def _(self, e: Payment.Rejected, tracking: Tracking) -> None:
-        outcome = rejected_verify(e.reason, e.payer, e.details, e.message)
-        self._update(e, tracking, lambda payment: (
-            {**payment, "payer": e.payer}, {"verify": cache_entry(payment["terms"], outcome)}))
+        self._update(e, tracking, state=PaymentState.REJECTED, verify_outcome=PaymentState.REJECTED,
+                     reason=e.reason, message=e.message, payer=e.payer, details=e.details)
 
     @process_event.register
     def _(self, e: Payment.Confirmed, tracking: Tracking) -> None:
-        if not e.answered:  # confirmed with nobody told yet: the next settle answers success, so nothing is final
-            return self._update(e, tracking, lambda payment: ({**payment, "transaction": e.signature}, {}))
-        self._update(e, tracking, lambda payment: (
-            {**payment, "transaction": e.signature},
-            answered_entries(payment["terms"], e.signature, payment["network"], payment["payer"], e.request_key)))
+        # Confirmed with nobody told yet (`answered` False): the next settle answers success, so nothing is final.
+        self._update(e, tracking, state=PaymentState.CONFIRMED, signature=e.signature, success_answered=e.answered,
+                     answer_key=e.request_key if e.answered else None)
 
     @process_event.register
     def _(self, e: Payment.SuccessAnswered, tracking: Tracking) -> None:
-        self._update(e, tracking, lambda payment: (payment, answered_entries(
-            payment["terms"], payment["transaction"], payment["network"], payment["payer"], e.request_key)))
+        self._update(e, tracking, success_answered=True, answer_key=e.request_key)
 
     @process_event.register
     def _(self, e: Payment.Failed, tracking: Tracking) -> None:
-        self._update(e, tracking, lambda payment: (payment, {"settle": cache_entry(
-            payment["terms"], SettleOutcome.failed(e.reason, payment["payer"], payment["network"], e.signature,
-                                                   e.message))}))
+        self._update(e, tracking, state=PaymentState.FAILED, settle_reason=e.reason, message=e.message,
+                     signature=e.signature)
 
-    def _update(self, e: Payment.Event, tracking: Tracking,
-                change: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> None:
-        payment = self.view.payment(str(e.originator_id))
-        if payment is None:  # its state expired: leave the answer to the event store
+    def _update(self, e: Payment.Event, tracking: Tracking, **changes: Any) -> None:
+        stored = self.view.payment(str(e.originator_id))
+        facts = PaymentFacts.from_json(stored) if stored is not None else None
+        if facts is None:  # its facts expired: leave the answer to the event store
             return self.view.record(tracking)
-        payment, entries = change(payment)
-        self.view.record(tracking, payment_id=str(e.originator_id), payment=payment,
-                         results={(payment["key"], operation): entry for operation, entry in entries.items()})
+        facts = replace(facts, **changes)
+        self.view.record(tracking, payment_id=str(e.originator_id), payment=facts.as_json(), results={
+            (facts.idempotency_key, operation): entry for operation, entry in terminal_entries(facts).items()})
+
+
+class SqlResultCacheView(SqlView, ResultCacheView):
+    """The result cache in SQL tables, for a deployment without Redis (the embedded default): the projection
+    worker writes them, every web worker reads them (one indexed lookup per request)."""
+
+    tables = (
+        "CREATE TABLE IF NOT EXISTS result_cache_payments (payment_id TEXT PRIMARY KEY, facts TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS result_cache_results (idempotency_key TEXT NOT NULL, operation TEXT NOT NULL, "
+        "entry TEXT NOT NULL, PRIMARY KEY (idempotency_key, operation))",
+    )
+
+    def get(self, key: str, operation: str) -> dict[str, Any] | None:
+        rows = self.rows("SELECT entry FROM result_cache_results WHERE idempotency_key = ? AND operation = ?",
+                         (key, operation))
+        return _loads(rows[0][0]) if rows else None
+
+    def payment(self, payment_id: str) -> dict[str, Any] | None:
+        rows = self.rows("SELECT facts FROM result_cache_payments WHERE payment_id = ?", (payment_id,))
+        return _loads(rows[0][0]) if rows else None
+
+    def record(self, tracking: Tracking, *, payment_id: str | None = None, payment: dict[str, Any] | None = None,
+               results: Mapping[tuple[str, str], dict[str, Any]] | None = None) -> None:
+        with self.tracked(tracking) as c:
+            if payment_id is not None and payment is not None:
+                c.execute("DELETE FROM result_cache_payments WHERE payment_id = ?", (payment_id,))
+                c.execute("INSERT INTO result_cache_payments VALUES (?, ?)", (payment_id, _dumps(payment)))
+            for (key, operation), entry in (results or {}).items():
+                c.execute("DELETE FROM result_cache_results WHERE idempotency_key = ? AND operation = ?",
+                          (key, operation))
+                c.execute("INSERT INTO result_cache_results VALUES (?, ?, ?)", (key, operation, _dumps(entry)))
+
+
+class SqliteResultCacheView(SqlResultCacheView, SQLiteTrackingRecorder):
+    pass
+
+
+class PostgresResultCacheView(SqlResultCacheView, PostgresTrackingRecorder):
+    paramstyle = "format"
+
+
+def _dumps(value: dict[str, Any]) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _loads(raw: str | bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,4 +1,4 @@
-"""In-process adapters of the ports, for the embedded default (one process, no Redis): locks, result cache and the
+"""In-process adapters of the ports, for the embedded default (one process, no Redis): locks and the
 discovery query cache (`TtlCache`). Their Redis twins are in `interfaces/adapters/redis.py`."""
 
 from __future__ import annotations
@@ -34,24 +34,6 @@ class InProcessLocks:
             if acquired:
                 with self._mutex:
                     self._held.pop(key, None)
-
-
-class InProcessResultCache:
-    """A bounded map of terminal results; the event store stays the authority on a miss."""
-
-    def __init__(self, capacity: int = 100_000) -> None:
-        self._results: dict[tuple[str, str], dict[str, Any]] = {}
-        self._capacity = capacity
-        self._mutex = threading.Lock()
-
-    def get(self, key: str, operation: str) -> dict[str, Any] | None:
-        return self._results.get((key, operation))
-
-    def put(self, key: str, operation: str, result: dict[str, Any]) -> None:
-        with self._mutex:
-            if len(self._results) >= self._capacity:
-                self._results.pop(next(iter(self._results)))
-            self._results[(key, operation)] = result
 
 
 class SystemClock:

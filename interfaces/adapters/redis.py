@@ -7,7 +7,7 @@ Keys (one Redis database, no cluster hash slots needed):
 - `paywarden:result_cache:payment:<payment id>`: what the cache projection keeps of a payment until its results;
 - `paywarden:result_cache:tracking:<application>`: the cache projection's position in the notification log.
 
-The event store is the authority: a cache read that fails is a miss, a cache write that fails is skipped. A lock
+The event store is the authority: a cache read that fails is a miss. A lock
 that cannot be taken because Redis is down raises, so the request fails (500) rather than run unguarded.
 """
 
@@ -88,15 +88,11 @@ class RedisLocks:
 
 
 class RedisResultCache:
-    """Implements `ResultCache` over Redis. Errors are misses (get) or skipped writes (put), never failures.
+    """Implements `ResultCache` over Redis, read-only (`ResultCacheProjection` fills it, through
+    `RedisResultCacheView`). A read that fails is a miss, never a failure: the event store answers."""
 
-    With `filled_by_projection`, `put` does nothing: `ResultCacheProjection` fills the cache from the payment
-    events (a round trip less per request; a duplicate arriving before the projection caught up is answered
-    from the event store, as on any miss)."""
-
-    def __init__(self, client: redis.Redis, *, ttl_seconds: int = RESULT_TTL_SECONDS,
-                 filled_by_projection: bool = False) -> None:
-        self._client, self._ttl, self._projected = client, ttl_seconds, filled_by_projection
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
 
     def get(self, key: str, operation: str) -> dict[str, Any] | None:
         try:
@@ -105,14 +101,6 @@ class RedisResultCache:
             log.debug("result cache unavailable (%s): answering from the event store", down)
             return None
         return _loads(raw)
-
-    def put(self, key: str, operation: str, result: dict[str, Any]) -> None:
-        if self._projected:
-            return
-        try:
-            self._client.set(result_key(key, operation), json.dumps(result, separators=(",", ":")), ex=self._ttl)
-        except redis.RedisError as down:
-            log.debug("result cache unavailable (%s): result not cached", down)
 
 
 class RedisResultCacheView(ResultCacheView):

@@ -115,7 +115,7 @@ def project(args: argparse.Namespace) -> int:
         threading.Thread(target=watch, name="parent-watch", daemon=True).start()
     try:
         workers.run(_container(), args.names, stop)
-    except ValueError as unavailable:  # a read model this configuration has not (result_cache without Redis)
+    except ValueError as unavailable:  # an unknown read model, or one this configuration has not
         raise ConfigError(str(unavailable)) from None
     return 0
 

@@ -40,14 +40,14 @@ PROJECTIONS: dict[str, ProjectionSpec] = {
     "catalog": ProjectionSpec("catalog", lambda c: c.listings, CatalogProjection, lambda c: c.catalog),
     "payment_list": ProjectionSpec("payment_list", lambda c: c.payments, PaymentListProjection,
                                    lambda c: c.payment_list),
-    # The terminal result cache lives in Redis; without Redis each process caches its own results in memory.
+    # The terminal result cache lives in Redis when there is one, else in SQL tables beside the other views.
     "result_cache": ProjectionSpec("result_cache", lambda c: c.payments, ResultCacheProjection,
-                                   lambda c: _redis_result_cache_view(c), lambda c: c.redis is not None),
+                                   lambda c: _result_cache_view(c)),
 }
 
 
-def _redis_result_cache_view(container: Container) -> Any:
-    return RedisResultCacheView(container.redis)
+def _result_cache_view(container: Container) -> Any:
+    return container.result_cache if container.redis is None else RedisResultCacheView(container.redis)
 
 
 def catch_up_all(container: Container, names: Sequence[str] = ()) -> int:
@@ -91,5 +91,5 @@ def _selected(names: Sequence[str], container: Container) -> list[ProjectionSpec
     specs = [PROJECTIONS[n] for n in (names or PROJECTIONS)]
     missing = [s.name for s in specs if names and not s.available(container)]
     if missing:
-        raise ValueError(f"not available in this configuration: {', '.join(missing)} (result_cache needs Redis)")
+        raise ValueError(f"not available in this configuration: {', '.join(missing)}")
     return [s for s in specs if s.available(container)]

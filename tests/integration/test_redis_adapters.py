@@ -1,5 +1,5 @@
 """The Redis adapters on a real Redis: the lock per idempotency key (owner-only release, expiry), the result cache
-(a miss or a skipped write when Redis is down), and the projection that fills the cache from the payment events."""
+(a miss when Redis is down), and the projection that fills the cache from the payment events."""
 
 from __future__ import annotations
 
@@ -66,7 +66,6 @@ def test_with_redis_unreachable_the_cache_misses_and_the_lock_refuses():
     down = redis_client(f"redis://127.0.0.1:{free_port()}/0", timeout_seconds=0.2)
     cache = RedisResultCache(down)
     assert cache.get("key", "verify") is None
-    cache.put("key", "verify", {"terms": "t", "outcome": {}})  # skipped, not raised
     with pytest.raises(redis.ConnectionError), RedisLocks(down).hold("key", 30):
         pass
 
@@ -99,7 +98,7 @@ def test_the_cache_projection_writes_exactly_what_payments_replays(tmp_path: Pat
         assert g.post("/settle", bodies["settled, submission failed"]).json["errorReason"] == Code.SUBMISSION_FAILED
         chain.send = send
 
-        # Only the projection fills the Redis cache (the application's put is off): nothing is cached yet.
+        # Only the projection fills the Redis cache: nothing is cached yet.
         assert list(client.scan_iter("paywarden:result:*")) == []
         view = RedisResultCacheView(client)
         # 4 Received, 2 Approved, 2 Rejected, 1 Confirmed, 2 Failed (SettlementSubmitted is not its topic)

@@ -1,19 +1,36 @@
-"""Errors mapped once, to SPEC.md's statuses and DESIGN.md's bodies.
+"""Errors mapped once, to SPEC.md's statuses and DESIGN.md's bodies, for every HTTP app.
 
+`refusal` maps each domain and application error to its status, code and field: 404 for what is unknown (or
+another merchant's), 409 for a conflict with the current state, 400 for any other rule. `register` installs the
+handlers every app shares (those errors, falcon's HTTP errors, and the unexpected 500, logged with the request id);
+an app passes the `Respond` that writes its body (the console's pages answer in HTML) and adds its own handlers.
 On verify and settle every failure keeps that endpoint's response shape (VerifyResponse / SettleResponse);
-elsewhere the body is {"error": code, "message": text}.
+elsewhere the body is {"error": code, "message": text, "field"?}.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import falcon
 from marshmallow import ValidationError
 
-from application.payments import KeyEnvironmentError
+from application.errors import KeyEnvironmentError
+from application.merchants import DomainNotVerifiedError, MerchantNotFoundError
+from application.proxy_services import ServiceNotFoundError
+from application.webhooks import WebhookNotFoundError
 from domain.codes import Code
+from domain.errors import DomainError, PaymentRuleError, PaymentStateError
+from domain.listing import ListingOwnershipError
+from domain.merchant import MerchantConflictError, UnknownObjectError
+from domain.proxy_service import ProxyServiceConflictError
+from domain.routes import RoutePatternError
+from domain.slugs import SlugError
+from domain.webhook import WebhookError
 from interfaces.http.common.auth import Unauthorized
 from interfaces.http.common.ratelimit import RateLimited
 from interfaces.http.facilitator.schemas import classify
@@ -27,6 +44,56 @@ class WireError(Exception):
     def __init__(self, code: Code | str, status: str = falcon.HTTP_400, message: str = "") -> None:
         super().__init__(message or str(code))
         self.code, self.status, self.message = str(code), status, message or str(code)
+
+
+Respond = Callable[[falcon.Request, falcon.Response, str, str, str, "str | None"], None]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: str
+    code: str
+    message: str
+    field: str | None = None
+
+
+def refusal(ex: DomainError) -> Refusal:
+    """The one mapping of domain and application errors to HTTP."""
+    message, field = str(ex), getattr(ex, "field", None)
+    if isinstance(ex, ListingOwnershipError):
+        return Refusal(falcon.HTTP_404, "not_found", "no such listing of yours", "id")
+    if isinstance(ex, WebhookError):  # its rules have codes of their own
+        status = falcon.HTTP_404 if isinstance(ex, WebhookNotFoundError) else falcon.HTTP_400
+        return Refusal(status, ex.code, ex.message, field)
+    if isinstance(ex, UnknownObjectError | MerchantNotFoundError | ServiceNotFoundError) or field == "routeId":
+        return Refusal(falcon.HTTP_404, "not_found", message)
+    if isinstance(ex, DomainNotVerifiedError):
+        return Refusal(falcon.HTTP_409, "domain_not_verified", message, field)
+    if isinstance(ex, MerchantConflictError | ProxyServiceConflictError | PaymentStateError):
+        return Refusal(falcon.HTTP_409, "conflict", message, field)
+    if isinstance(ex, PaymentRuleError):
+        return Refusal(falcon.HTTP_400, str(ex.code), ex.message)
+    if isinstance(ex, RoutePatternError):
+        field = "path"
+    elif isinstance(ex, SlugError):
+        field = "slug"
+    return Refusal(falcon.HTTP_400, "invalid_request", message, field)
+
+
+def respond(req: falcon.Request, resp: falcon.Response, status: str, code: str, message: str,
+            field: str | None = None) -> None:
+    """The JSON answer: the endpoint's shape on verify and settle, else {"error", "message", "field"?}."""
+    operation = getattr(req.context, "operation", None)
+    if operation is None:
+        return plain(req, resp, status, code, message, field)
+    resp.status, resp.media = status, payment_body(operation, code, message)
+
+
+def plain(req: falcon.Request, resp: falcon.Response, status: str, code: str, message: str,
+          field: str | None = None) -> None:
+    """{"error", "message", "field"?} on every endpoint (HTTP errors from routing and media handling)."""
+    resp.status = status
+    resp.media = {"error": code, "message": message, **({"field": field} if field else {})}
 
 
 def payment_body(operation: str | None, code: str, message: str | None = None) -> dict:
@@ -82,28 +149,42 @@ def _rate_limited(req: falcon.Request, resp: falcon.Response, ex: RateLimited, p
     resp.set_header("Retry-After", str(ex.retry_after))
 
 
-def _http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict) -> None:
-    resp.status = ex.status
-    code = (ex.title or "error").lower().replace(" ", "_")
-    resp.media = {"error": code, "message": ex.description or ex.title or ""}
-    for name, value in (ex.headers or {}).items():
-        resp.set_header(name, value)
+def _handlers(answer: Respond, http_answer: Respond) -> dict[type[BaseException], Callable[..., None]]:
+    """The handlers every app shares, answering through `answer` (falcon's HTTP errors through `http_answer`)."""
+
+    def refused(req: falcon.Request, resp: falcon.Response, ex: DomainError, params: Any) -> None:
+        r = refusal(ex)
+        answer(req, resp, r.status, r.code, r.message, r.field)
+
+    def http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: Any) -> None:
+        http_answer(req, resp, ex.status, (ex.title or "error").lower().replace(" ", "_"),
+                    ex.description or ex.title or "", None)
+        for name, value in (ex.headers or {}).items():
+            resp.set_header(name, value)
+
+    def unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any) -> None:
+        if isinstance(ex, falcon.HTTPStatus):  # a redirect or a bare status: falcon's own answer
+            raise ex
+        operation = getattr(req.context, "operation", None)
+        code = {"verify": Code.UNEXPECTED_VERIFY_ERROR, "settle": Code.UNEXPECTED_SETTLE_ERROR}.get(operation)
+        request_id = getattr(req.context, "request_id", None) or uuid.uuid4().hex
+        log.exception("unexpected error", extra={"request_id": request_id, "path": req.path})
+        message = (f"unexpected server error (request {request_id}); retry" if code
+                   else f"unexpected error, reference {request_id}")
+        answer(req, resp, falcon.HTTP_500, str(code or "internal_error"), message, None)
+
+    return {Exception: unexpected, falcon.HTTPError: http_error, DomainError: refused}
 
 
-def _unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict) -> None:
-    operation = getattr(req.context, "operation", None)
-    code = {"verify": Code.UNEXPECTED_VERIFY_ERROR, "settle": Code.UNEXPECTED_SETTLE_ERROR}.get(operation)
-    request_id = getattr(req.context, "request_id", None) or uuid.uuid4().hex
-    log.exception("unexpected error", extra={"request_id": request_id, "path": req.path})
-    resp.status = falcon.HTTP_500
-    resp.media = (payment_body(operation, str(code), f"unexpected server error (request {request_id}); retry")
-                  if code else {"error": "internal_error", "message": request_id})
+def register_common(app: falcon.App, answer: Respond = respond, http_answer: Respond = plain) -> None:
+    """The handlers every HTTP app shares (Falcon picks the most specific class of each exception)."""
+    for exception, handler in _handlers(answer, http_answer).items():
+        app.add_error_handler(exception, handler)
 
 
 def register(app: falcon.App) -> None:
-    # Falcon picks the most specific handler for each exception class.
-    app.add_error_handler(Exception, _unexpected)
-    app.add_error_handler(falcon.HTTPError, _http_error)
+    """The facilitator's handlers: the shared ones, and the edge's own refusals."""
+    register_common(app)
     app.add_error_handler(WireError, _wire_error)
     app.add_error_handler(ValidationError, _validation_error)
     app.add_error_handler(Unauthorized, _unauthorized)

@@ -15,12 +15,8 @@ from typing import Any
 import falcon
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from application.proxy_services import ProxyServices, ServiceNotFoundError, SlugTakenError
-from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
-from domain.routes import RoutePatternError
-from domain.slugs import SlugError
+from application.proxy_services import ProxyServices
 from interfaces.http.console.api import body, session_of
-from interfaces.http.console.errors import answer
 from interfaces.http.proxy.representation import route_json, service_json
 
 
@@ -139,22 +135,6 @@ class RouteResource(_Base):
         resp.status = falcon.HTTP_204
 
 
-def _proxy_error(req: falcon.Request, resp: falcon.Response, ex: ProxyServiceError, params: Any) -> None:
-    if isinstance(ex, ServiceNotFoundError):
-        answer(req, resp, falcon.HTTP_404, "not_found", str(ex))
-    elif isinstance(ex, ProxyServiceConflictError | SlugTakenError):
-        answer(req, resp, falcon.HTTP_409, "conflict", str(ex), ex.field)
-    elif ex.field == "routeId":
-        answer(req, resp, falcon.HTTP_404, "not_found", str(ex))
-    else:
-        answer(req, resp, falcon.HTTP_400, "invalid_request", str(ex), ex.field)
-
-
-def _rule_error(req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any) -> None:
-    answer(req, resp, falcon.HTTP_400, "invalid_request", str(ex), "path" if isinstance(ex, RoutePatternError)
-           else "slug")
-
-
 def add_routes(app: falcon.App, proxies: ProxyServices | None, proxy_url: str) -> None:
     if proxies is None:
         return
@@ -163,5 +143,3 @@ def add_routes(app: falcon.App, proxies: ProxyServices | None, proxy_url: str) -
     app.add_route(f"{prefix}/{{service_id}}", ServiceResource(proxies, proxy_url))
     app.add_route(f"{prefix}/{{service_id}}/routes", RoutesResource(proxies, proxy_url))
     app.add_route(f"{prefix}/{{service_id}}/routes/{{route_id}}", RouteResource(proxies, proxy_url))
-    app.add_error_handler(ProxyServiceError, _proxy_error)
-    app.add_error_handler((RoutePatternError, SlugError), _rule_error)

@@ -19,11 +19,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from domain.webhook import EVENT_TYPES, WebhookError
 from interfaces.http.console.api import body, session_of
 from interfaces.http.console.collaborators import Collaborators
-from interfaces.http.console.errors import answer
 from interfaces.http.console.pages import Page, form_of
-
-FIELDS = {"invalid_url": "url", "https_required": "url", "private_address": "url", "unresolvable": "url",
-          "invalid_events": "events"}
 
 
 class CreateSchema(Schema):
@@ -42,11 +38,6 @@ class PatchSchema(Schema):
 class ReplaySchema(Schema):
     since = fields.AwareDateTime(required=True, default_timezone=UTC)
     endpoint = fields.String(load_default=None, validate=validate.Length(max=64))
-
-
-def _webhook_error(req: falcon.Request, resp: falcon.Response, ex: WebhookError, params: dict) -> None:
-    status = falcon.HTTP_404 if ex.code == "webhook_not_found" else falcon.HTTP_400
-    answer(req, resp, status, ex.code, ex.message, FIELDS.get(ex.code))
 
 
 # -- the JSON API ---------------------------------------------------------------------------------------------------
@@ -153,7 +144,7 @@ class WebhooksPage(Page):
             created = self._c.webhooks.create(req.context.session.merchant, form.get("url", ""), events)
         except WebhookError as refused:
             status = falcon.HTTP_400
-            self.render(req, resp, status, errors={FIELDS.get(refused.code, "url"): refused.message}, form=form,
+            self.render(req, resp, status, errors={refused.field or "url": refused.message}, form=form,
                         **{**self.context(req), "chosen": events})
             return
         self.render(req, resp, falcon.HTTP_201, new_secret=created["secret"], new_id=created["id"],
@@ -187,7 +178,7 @@ class WebhookPage(Page):
             if refused.code == "webhook_not_found":
                 raise
             context = self.endpoint_context(req, endpoint_id)
-            self.render(req, resp, falcon.HTTP_400, errors={FIELDS.get(refused.code, "url"): refused.message},
+            self.render(req, resp, falcon.HTTP_400, errors={refused.field or "url": refused.message},
                         form=form, **{**context, "chosen": events or context["chosen"]})
             return
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=saved")
@@ -258,4 +249,3 @@ def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
     app.add_route("/webhooks/{endpoint_id}/replay", ReplayPage(c, env))
     app.add_route("/webhooks/{endpoint_id}/deliveries/{msg_id}/resend", ResendPage(c, env))
     app.add_route("/webhooks/{endpoint_id}/{action}", WebhookActionPage(c, env))
-    app.add_error_handler(WebhookError, _webhook_error)

@@ -21,7 +21,7 @@ from typing import Any
 from application.outcomes import SettleOutcome
 from application.proxy_services import ProxyServices
 from domain.clients import Capability, Client
-from domain.errors import PaymentRejected
+from domain.errors import PaymentRuleError
 from domain.exact import decode_transaction, message_hash
 from domain.idempotency import idempotency_key
 from domain.merchant import merchant_id
@@ -118,7 +118,7 @@ class ProxyApp:
         try:
             payload = parse_signature(signature, route, terms, url)
             x.payment_hash = self._hash(service, payload, terms)
-        except (BadPaymentHeaderError, PaymentRejected) as bad:
+        except (BadPaymentHeaderError, PaymentRuleError) as bad:
             raise self._payment_required(route, terms, url, str(bad) or "invalid_payload") from None
         client = self._client(service)
         if route.settle == "before":

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
+from eventsourcing.persistence import Tracking
 from solders.hash import Hash
 from solders.keypair import Keypair
 from solders.transaction import VersionedTransaction
 
-from application.payments import KeyEnvironmentError, Payments
+from application.errors import KeyEnvironmentError
+from application.payments import Payments
 from application.ports import Confirmation, SignatureStatus, Simulation, SubmissionError
 from domain.clients import Capability, Client
 from domain.codes import Code
 from domain.networks import DEVNET, MAINNET, SCHEME_EXACT, KeyEnv
 from domain.payment import PaymentState
 from domain.x402 import PaymentPayload, Requirements
-from interfaces.adapters.memory import InProcessLocks, InProcessResultCache
+from interfaces.adapters.memory import InProcessLocks
 from interfaces.adapters.signers import KeypairFeePayers
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
+from projections.results import ResultCacheProjection, ResultCacheView
+from projections.runner import catch_up
 from tests.conftest import decode
 
 
@@ -87,11 +94,44 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture
-def payments(chain: FakeChain, clock: FakeClock) -> Payments:
-    return Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}, chains=FakeChains(chain),
-                    fee_payers=KeypairFeePayers([FEE_PAYER]), locks=InProcessLocks(),
-                    cache=InProcessResultCache(), clock=clock)
+class MemoryResultCache(ResultCacheView):
+    """The result cache's view in memory, filled only by `ResultCacheProjection`. `caught_up`: every read first
+    brings the projection up to date; otherwise it never runs, and every duplicate is answered from the events."""
+
+    def __init__(self, caught_up: bool) -> None:
+        self.caught_up, self.payments = caught_up, None
+        self.positions: dict[str, int] = {}
+        self.values: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        return self.positions.get(application_name)
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        self.record(tracking)
+
+    def payment(self, payment_id: str) -> dict[str, Any] | None:
+        return self.values.get(("payment", payment_id))
+
+    def record(self, tracking: Tracking, *, payment_id: str | None = None, payment: dict[str, Any] | None = None,
+               results: Mapping[tuple[str, str], dict[str, Any]] | None = None) -> None:
+        self.positions[tracking.application_name] = tracking.notification_id
+        if payment_id is not None and payment is not None:
+            self.values[("payment", payment_id)] = payment
+        self.values.update(results or {})
+
+    def get(self, key: str, operation: str) -> dict[str, Any] | None:
+        if self.caught_up and self.payments is not None:
+            catch_up(self.payments, ResultCacheProjection(self))
+        return self.values.get((key, operation))
+
+
+@pytest.fixture(params=["cache behind", "cache caught up"])
+def payments(request: pytest.FixtureRequest, chain: FakeChain, clock: FakeClock) -> Payments:
+    cache = MemoryResultCache(caught_up=request.param == "cache caught up")
+    cache.payments = Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}, chains=FakeChains(chain),
+                              fee_payers=KeypairFeePayers([FEE_PAYER]), locks=InProcessLocks(), cache=cache,
+                              clock=clock)
+    return cache.payments
 
 
 def payment(amount: int = 1_000, *, network: str = DEVNET.caip2) -> tuple[PaymentPayload, Requirements]:

@@ -11,7 +11,7 @@ import pytest
 from domain.clients import ANONYMOUS_ID
 from domain.discovery import (
     MAX_INFO_BYTES,
-    DiscoveryInvalid,
+    DiscoveryInvalidError,
     ListingDetails,
     Reason,
     check_addresses,
@@ -28,7 +28,7 @@ OTHER = "merchant:6f1c1d1e-0000-4000-8000-000000000002"
 
 
 def refused(reason: Reason, call, *args, **kwargs) -> None:
-    with pytest.raises(DiscoveryInvalid) as caught:
+    with pytest.raises(DiscoveryInvalidError) as caught:
         call(*args, **kwargs)
     assert caught.value.reason is reason, caught.value.message
 

@@ -17,7 +17,7 @@ from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 
 from domain.codes import Code
-from domain.errors import PaymentRejected
+from domain.errors import PaymentRuleError
 from domain.exact import (
     ExactLimits,
     ExactPayment,
@@ -89,15 +89,15 @@ def inspect(tx: VersionedTransaction, **overrides) -> ExactPayment:
     return inspect_exact(tx, **(requirements | overrides))
 
 
-def assert_rejected(tx, code: Code, payer: str | None = PAYER, **overrides) -> PaymentRejected:
-    with pytest.raises(PaymentRejected) as rejected:
+def assert_rejected(tx, code: Code, payer: str | None = PAYER, **overrides) -> PaymentRuleError:
+    with pytest.raises(PaymentRuleError) as rejected:
         inspect(tx, **overrides)
     assert (rejected.value.code, rejected.value.payer) == (code, payer), rejected.value.message
     return rejected.value
 
 
 def assert_format_rejected(transaction_b64) -> None:
-    with pytest.raises(PaymentRejected) as rejected:
+    with pytest.raises(PaymentRuleError) as rejected:
         decode_transaction(transaction_b64)
     assert rejected.value.code is Code.INVALID_TRANSACTION_FORMAT
 
@@ -523,7 +523,7 @@ def test_mutated_transactions_are_only_ever_rejected_with_a_code():
             raw[rng.randrange(len(raw))] = rng.randrange(256)
         try:
             inspect(decode_transaction(base64.b64encode(raw).decode()), loaded=contents(looked_up))
-        except PaymentRejected as rejected:
+        except PaymentRuleError as rejected:
             assert isinstance(rejected.code, Code)
 
 

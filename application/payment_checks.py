@@ -1,0 +1,67 @@
+"""The checks a verify or settle request passes before any payment is looked up: scheme, network, the key's
+environment, the accepted terms, the client's capability and the fee payer; then the transaction is decoded and
+the request's idempotency key derived from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from application.errors import KeyEnvironmentError
+from application.ports import Chain, Chains, FeePayers
+from domain.claims import Claim
+from domain.clients import Client
+from domain.codes import Code
+from domain.errors import PaymentRuleError
+from domain.exact import decode_transaction, message_hash, payment_fingerprint
+from domain.idempotency import idempotency_key
+from domain.networks import SCHEME_EXACT, network
+from domain.x402 import PaymentPayload, Requirements
+
+if TYPE_CHECKING:
+    from solders.transaction import VersionedTransaction
+
+
+@dataclass(frozen=True)
+class PaymentRequest:
+    """A checked request: its client, payload and terms, the chain that serves it and its idempotency key."""
+
+    client: Client
+    payload: PaymentPayload
+    requirements: Requirements
+    chain: Chain
+    transaction: VersionedTransaction
+    fingerprint: str
+    message_hash: str
+    key: str
+    request_key: str | None = None  # the merchant's Idempotency-Key header (settle)
+    claims: list[Claim] = field(default_factory=list)  # saved with the request's first save
+
+
+def check_request(client: Client, payload: PaymentPayload, requirements: Requirements, *, chains: Chains,
+                  fee_payers: FeePayers, request_key: str | None = None) -> PaymentRequest:
+    """The checks that need no chain call; raises `PaymentRuleError` (or `KeyEnvironmentError`) on the first
+    one broken."""
+    if requirements.scheme != SCHEME_EXACT:
+        raise PaymentRuleError(Code.UNSUPPORTED_SCHEME, f"scheme {requirements.scheme!r} is not supported")
+    known = network(requirements.network)
+    chain = chains.for_network(requirements.network) if known else None
+    if known is None or chain is None:
+        raise PaymentRuleError(Code.INVALID_NETWORK, f"network {requirements.network!r} is not served")
+    if client.env is not None and known.key_env != client.env:
+        raise KeyEnvironmentError(f"a {client.env.value} key cannot pay on {known.name}")
+    if payload.accepted is not None and not payload.accepted.same_terms(requirements):
+        raise PaymentRuleError(Code.INVALID_PAYMENT_REQUIREMENTS,
+                               "paymentPayload.accepted differs from paymentRequirements")
+    if not client.may_use(requirements.network, requirements.scheme, requirements.asset):
+        raise PaymentRuleError(Code.CAPABILITY_NOT_ENABLED,
+                               f"capability exact on {requirements.network} for asset {requirements.asset} "
+                               "is not enabled for this client")
+    fee_payer = requirements.extra.get("feePayer")
+    if fee_payer is not None and fee_payer not in fee_payers.addresses(requirements.network):
+        raise PaymentRuleError(Code.INVALID_FEE_PAYER, f"feePayer {fee_payer} is not a signer of this service")
+    tx = decode_transaction(payload.transaction)
+    digest = message_hash(tx)
+    key = idempotency_key(client.id, requirements.amount, digest)
+    return PaymentRequest(client, payload, requirements, chain, tx, payment_fingerprint(tx), digest, key,
+                          request_key)
