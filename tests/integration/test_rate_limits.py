@@ -93,3 +93,37 @@ def test_a_missing_key_where_the_anonymous_identity_is_off_counts_as_a_failure(t
         assert statuses(gateway, {}, LIMIT + 1) == [401] * LIMIT + [429]
     finally:
         gateway.container.close()
+
+
+@pytest.mark.redis
+def test_the_one_round_trip_admission_counts_exactly_as_the_limits_library_reads_it(redis_url):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from interfaces.http.common.ratelimit import RateLimited, RateLimiter
+
+    limiter = RateLimiter(redis_url, "20/minute", f"{LIMIT}/minute")
+    assert limiter._admit is not None  # on Redis, one script
+
+    def admitted(key_id: str) -> bool:
+        try:
+            limiter.admit_key("198.51.100.1", key_id, None)
+            return True
+        except RateLimited as limited:
+            assert limited.scope == "key" and 1 <= limited.retry_after <= 60
+            return False
+
+    with ThreadPoolExecutor(16) as pool:  # racing requests of one key: exactly its budget passes
+        assert sum(pool.map(admitted, ["k1"] * 50)) == 20
+    assert limiter._limiter.get_window_stats(limiter.per_key, "key", "k1").remaining == 0
+    assert admitted("k2")  # another key has its own budget
+    assert limiter._limiter.get_window_stats(limiter.per_key, "key", "k2").remaining == 19
+    limiter.check_key("k2", None)  # the library's own hit counts in the same window
+    assert limiter._limiter.get_window_stats(limiter.per_key, "key", "k2").remaining == 18
+    for _ in range(LIMIT):  # the IP spends its failed-authentication budget: even a good key is refused
+        limiter.auth_failed("198.51.100.1")
+    with pytest.raises(RateLimited) as refused:
+        limiter.admit_key("198.51.100.1", "k3", None)
+    assert refused.value.scope == "auth"
+    assert limiter._limiter.get_window_stats(limiter.per_key, "key", "k3").remaining == 20  # nothing taken
+    limiter.admit_key("198.51.100.2", "k3", 3)  # the merchant's override, from another address
+    assert limiter._limiter.get_window_stats(limiter.per_key.__class__(3), "key", "k3").remaining == 2

@@ -62,7 +62,8 @@ class Authenticator:
 class AuthMiddleware:
     """Resolves `req.context.client` (and `api_key_id`, the key's SHA-256) for resources that declare
     `authenticate = True`. With `failures`, a client IP that has spent its budget of failed authentications gets
-    429 before any key is looked up, and every 401 is counted against its IP."""
+    429 whether its key is right or wrong, and every 401 is counted against its IP; for a key-limited resource the
+    key's rate limit is taken in the same Redis round trip as that check (`RateLimiter.admit_key`)."""
 
     def __init__(self, authenticator: Authenticator, failures: FailedAuthLimit | None = None) -> None:
         self._authenticator, self._failures = authenticator, failures
@@ -75,9 +76,16 @@ class AuthMiddleware:
             req.context.client, req.context.api_key_id = self._authenticator.identify(req)
             return
         address = self._failures.address(req)
-        self._failures.check(address)
         try:
-            req.context.client, req.context.api_key_id = self._authenticator.identify(req)
+            client, key_id = self._authenticator.identify(req)
         except Unauthorized:
+            self._failures.check(address)  # a spent budget answers 429, right guess or wrong
             self._failures.failed(address)
             raise
+        if key_id is not None and getattr(resource, "rate_limit", None) == "key":
+            # The IP's failed-authentication budget and the key's rate limit in one Redis round trip.
+            self._failures.admit(address, key_id, client.rate_limit_per_minute)
+            req.context.key_admitted = True
+        else:
+            self._failures.check(address)
+        req.context.client, req.context.api_key_id = client, key_id

@@ -51,6 +51,25 @@ def _trusted(address: str, trusted: tuple[str, ...]) -> bool:
     return any(ip in ipaddress.ip_network(net, strict=False) for net in trusted)
 
 
+# One round trip for an authenticated request on Redis: is the client IP's failed-authentication budget spent
+# (tested as `limits` tests a moving window), else take one entry of the API key's window (as `limits` acquires
+# one: the same keys, list layout and trimming, so its own calls read and count them exactly as before).
+# KEYS: the IP's auth window, the key's window. ARGV: now, auth limit, auth expiry, key limit, key expiry.
+# Answers 0 (admitted), 1 (the IP's auth budget is spent), 2 (the key's budget is spent).
+_ADMIT = """
+local now = tonumber(ARGV[1])
+local spent = redis.call('lindex', KEYS[1], tonumber(ARGV[2]) - 1)
+if spent and tonumber(spent) >= now - tonumber(ARGV[3]) then return 1 end
+local limit, expiry = tonumber(ARGV[4]), tonumber(ARGV[5])
+local oldest = redis.call('lindex', KEYS[2], limit - 1)
+if oldest and tonumber(oldest) >= now - expiry then return 2 end
+redis.call('lpush', KEYS[2], ARGV[1])
+redis.call('ltrim', KEYS[2], 0, limit - 1)
+redis.call('expire', KEYS[2], expiry)
+return 0
+"""
+
+
 class RateLimiter:
     def __init__(self, storage_uri: str, per_key: str, per_ip: str) -> None:
         # On Redis, fail fast (1 s) when it is unreachable: the request then fails (500), it does not hang.
@@ -59,6 +78,25 @@ class RateLimiter:
         # A moving window: "100 per minute" holds over any 60 seconds, not 200 across a fixed window's edge.
         self._limiter = strategies.MovingWindowRateLimiter(self._storage)
         self.per_key, self.per_ip = parse(per_key), parse(per_ip)
+        redis_client = getattr(self._storage, "storage", None) if storage_uri.startswith("redis") else None
+        self._admit = redis_client.register_script(_ADMIT) if redis_client is not None else None
+
+    def admit_key(self, address: str, key_id: str, per_minute: int | None) -> None:
+        """An authenticated request: refused when its IP has spent its failed-authentication budget, else one
+        request of its key's budget (both in one Redis round trip; two checks on the in-memory store)."""
+        item = parse(f"{per_minute}/minute") if per_minute else self.per_key
+        if self._admit is None:
+            self.check_auth_failures(address)
+            self.check_key(key_id, per_minute)
+            return
+        keys = [self._storage.prefixed_key(self.per_ip.key_for("auth", address)),
+                self._storage.prefixed_key(item.key_for("key", key_id))]
+        refused = self._admit(keys=keys, args=[time.time(), self.per_ip.amount, self.per_ip.get_expiry(),
+                                               item.amount, item.get_expiry()])
+        if refused == 1:
+            raise self._limited(self.per_ip, ("auth", address), "auth")
+        if refused == 2:
+            raise self._limited(item, ("key", key_id), "key")
 
     def check(self, item: RateLimitItem, *identity: str, scope: str = "key") -> None:
         if not self._limiter.hit(item, *identity):
@@ -91,6 +129,10 @@ class FailedAuthLimit:
     def __init__(self, limiter: RateLimiter, trusted_proxies: tuple[str, ...]) -> None:
         self._limiter, self._trusted = limiter, trusted_proxies
 
+    def admit(self, address: str, key_id: str, per_minute: int | None) -> None:
+        """A key that authenticated: this IP's failed-authentication budget and the key's own, in one go."""
+        self._limiter.admit_key(address, key_id, per_minute)
+
     def address(self, req: falcon.Request) -> str:
         return client_ip(req, self._trusted)
 
@@ -113,6 +155,8 @@ class RateLimitMiddleware:
             return
         client = getattr(req.context, "client", None)
         key_id = getattr(req.context, "api_key_id", None)
+        if getattr(req.context, "key_admitted", False):  # counted with the authentication (AuthMiddleware)
+            return
         if scope == "key" and client is not None and client.id != ANONYMOUS_ID and key_id:
             self._limiter.check_key(key_id, client.rate_limit_per_minute)
         else:
