@@ -12,6 +12,7 @@ from application.merchants import MerchantError
 from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
 from interfaces.config import ConfigError, default_data_dir, load_config
+from interfaces.runtime.supervisor import exit_with_parent, supervise
 
 
 def _container():
@@ -64,8 +65,6 @@ def serve(args: argparse.Namespace) -> int:
              ] if args.proxy_bind else []
     if args.no_projections and not proxy:  # the operator runs `paywarden project` on its own
         os.execvp(sys.executable, argv)
-    from interfaces.runtime.supervisor import supervise
-
     if args.no_projections:
         return supervise(argv, None, also=proxy)
     return supervise(argv, [sys.executable, "-m", "interfaces.cli.entry", "interfaces.cli.main", "project",
@@ -105,14 +104,7 @@ def project(args: argparse.Namespace) -> int:
     configure_logging()
     stop = threading.Event()
     if args.exit_with_parent:
-        parent = os.getppid()
-
-        def watch() -> None:
-            while not stop.wait(1.0):
-                if os.getppid() != parent:  # orphaned: `serve` is gone
-                    stop.set()
-
-        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+        exit_with_parent(stop)
     try:
         workers.run(_container(), args.names, stop)
     except ValueError as unavailable:  # an unknown read model, or one this configuration has not

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 from datetime import UTC, datetime
 from typing import Any
 
 from interfaces.config import ConfigError
+from interfaces.runtime.supervisor import exit_with_parent
 
 
 def _service() -> Any:
@@ -39,14 +39,7 @@ def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
     if args.exit_with_parent:
-        parent = os.getppid()
-
-        def watch() -> None:
-            while not stop.wait(1.0):
-                if os.getppid() != parent:  # orphaned: `serve` is gone
-                    stop.set()
-
-        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+        exit_with_parent(stop)
     DeliveryWorker(_container(), settings).run(stop)
     return 0
 

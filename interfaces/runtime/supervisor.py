@@ -11,6 +11,7 @@ watches its parent (`paywarden project --exit-with-parent`).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import threading
@@ -20,6 +21,19 @@ from collections.abc import Sequence
 log = logging.getLogger("paywarden.serve")
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 STOP_SECONDS = 15.0
+
+
+def exit_with_parent(stop: threading.Event) -> None:
+    """Set `stop` once this process is orphaned (its parent, `serve`, is gone): checked every second by a daemon
+    thread, for the children the kernel's PR_SET_PDEATHSIG may not reach (`project`/`webhooks --exit-with-parent`)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not stop.wait(1.0):
+            if os.getppid() != parent:
+                stop.set()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _die_with_parent() -> None:
