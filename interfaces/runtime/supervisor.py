@@ -21,6 +21,7 @@ from collections.abc import Sequence
 log = logging.getLogger("paywarden.serve")
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 STOP_SECONDS = 15.0
+WORKER_NICENESS = 10  # the projection and webhook workers' `nice` increment (docs/performance.md)
 
 
 def exit_with_parent(stop: threading.Event) -> None:
@@ -45,8 +46,13 @@ def _die_with_parent() -> None:
         pass
 
 
-def _start(argv: Sequence[str]) -> subprocess.Popen:
-    return subprocess.Popen(list(argv), preexec_fn=_die_with_parent)  # noqa: PLW1509 - only a prctl call
+def _start(argv: Sequence[str], niceness: int = 0) -> subprocess.Popen:
+    def prepare() -> None:
+        _die_with_parent()
+        if niceness:
+            os.nice(niceness)
+
+    return subprocess.Popen(list(argv), preexec_fn=prepare)  # noqa: PLW1509 - only a prctl call and nice
 
 
 def _stop(child: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
@@ -61,10 +67,12 @@ def _stop(child: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
 
 
 class _Worker:
-    """A child restarted when it dies, after a pause that doubles up to 30 s (1 s again once it ran a minute)."""
+    """A child restarted when it dies, after a pause that doubles up to 30 s (1 s again once it ran a minute). It
+    runs at a lower CPU priority (`WORKER_NICENESS`): the read models, the audit log and webhook deliveries trail
+    the writers, so when the cores are short the requests go first and the workers catch up in larger batches."""
 
     def __init__(self, argv: Sequence[str]) -> None:
-        self.argv, self.child = argv, _start(argv)
+        self.argv, self.child = argv, _start(argv, WORKER_NICENESS)
         self.pause, self.started, self.restart_at = 1.0, time.monotonic(), 0.0
 
     def watch(self) -> None:
@@ -77,7 +85,7 @@ class _Worker:
                       self.child.returncode, self.pause)
             self.restart_at = now + self.pause
         elif now >= self.restart_at:
-            self.child, self.started, self.restart_at = _start(self.argv), now, 0.0
+            self.child, self.started, self.restart_at = _start(self.argv, WORKER_NICENESS), now, 0.0
 
 
 def supervise(server_argv: Sequence[str], worker_argv: Sequence[str] | None, *more_workers: Sequence[str],
