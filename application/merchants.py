@@ -69,9 +69,14 @@ class PublicSuffixes(Protocol):
 
 
 class DomainUsage(Protocol):
-    """How many proxy services of a merchant use a domain (the proxy application answers; none before it)."""
+    """What the merchant's proxy services tell the console (the proxy application answers): how many use a
+    domain, and which service a scoped key names."""
 
     def services_on_domain(self, merchant_id: str, domain: str) -> int: ...
+
+    def service_id_for(self, merchant: str, ref: str) -> str | None:
+        """The id of the merchant's live proxy service whose id or current slug is `ref`; None if none."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,14 @@ class MerchantSettings:
     production: bool = False
     own_domains: tuple[str, ...] = ()  # the service's own: no merchant may claim them
     blocked_domains: tuple[str, ...] = ()  # PAYWARDEN_BLOCKED_DOMAINS
+
+    def refusal(self, domain: str) -> str | None:
+        """Why no merchant may use `domain` (or a subdomain of a listed one), or None."""
+        for listed, why in ((self.own_domains, "is the service's own"),
+                            (self.blocked_domains, "is blocked by the operator")):
+            if any(within(domain, blocked) for blocked in listed):
+                return f"{domain} {why}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -176,13 +189,16 @@ class Merchants(Application):
     # -- keys -----------------------------------------------------------------------------------------------
 
     def create_key(self, name: str, env: KeyEnv, label: str = "", service: str = "") -> tuple[str, str]:
-        """Issue a key; return (key, prefix). The key itself is never stored: only its SHA-256."""
+        """Issue a key; return (key, prefix). The key itself is never stored: only its SHA-256. `service` (the
+        id or current slug of one of the merchant's proxy services) scopes the key to that service's routes; the
+        event records the service's id, which a base-URL edit does not change."""
         if env is KeyEnv.LIVE and MAINNET.caip2 not in self.settings.served_networks:
             raise MerchantError("live keys pay on mainnet, which this deployment does not serve "
                                 "(set PAYWARDEN_MAINNET_RPC_URL); create a test key", field="env")
         merchant = self.get_merchant(name)
+        scoped = self._service_id(name, service.strip()) if service.strip() else ""
         api_key = generate_key(env)
-        prefix = merchant.issue_key(api_key, label=label.strip(), service=service.strip())
+        prefix = merchant.issue_key(api_key, label=label.strip(), service=scoped)
         self.save(merchant)
         return api_key, prefix
 
@@ -222,10 +238,8 @@ class Merchants(Application):
 
     def add_domain(self, name: str, raw: str) -> DomainChallenge:
         domain = normalize_domain(raw)
-        for listed, why in ((self.settings.own_domains, "is the service's own"),
-                            (self.settings.blocked_domains, "is blocked by the operator")):
-            if any(within(domain, blocked) for blocked in listed):
-                raise DomainRefusedError(f"{domain} {why}")
+        if (refused := self.settings.refusal(domain)) is not None:
+            raise DomainRefusedError(refused)
         if self._suffixes is not None and self._suffixes.is_public_suffix(domain):
             raise DomainRefusedError(f"{domain} is a public suffix; claim a domain registered under it")
         merchant = self.get_merchant(name)
@@ -295,6 +309,13 @@ class Merchants(Application):
             raise MerchantNotFoundError(f"no merchant named {name}", field="merchant") from missing
 
     # -- steps ----------------------------------------------------------------------------------------------
+
+    def _service_id(self, name: str, ref: str) -> str:
+        found = self.usage.service_id_for(name, ref) if self.usage is not None else None
+        if found is None:
+            raise MerchantError(f"{ref!r} is not one of your proxy services: give a service's id or slug "
+                                "(paywarden service list), or no service for an unscoped key", field="service")
+        return found
 
     def _login(self, email: str) -> OwnerLogin:
         try:

@@ -213,10 +213,22 @@ class ProxyServices(Application):
         found = [self._load(i) for i in index.service_ids]
         return sum(1 for s in found if s is not None and not s.deleted and s.base.domain == domain.lower())
 
+    def service_id_for(self, merchant: str, ref: str) -> str | None:
+        """The console's `DomainUsage` port, for scoped keys: the id of the merchant's live service whose id or
+        current slug is `ref`."""
+        service = self._load(ref) or self.get_by_slug(ref.lower())
+        if not isinstance(service, ProxyService) or service.merchant != merchant or service.deleted:
+            return None
+        return str(service.id)
+
     def get_by_slug(self, slug: str) -> ProxyService | None:
         owner = self._owner(slug)
         service = self._load(owner) if owner else None
         return service if service is not None and not service.deleted and service.slug == slug else None
+
+    def verified_domains_of(self, merchant: str) -> set[str]:
+        """The merchant's verified domains now (from the Merchant aggregate, not a read model)."""
+        return self._verified(merchant)
 
     def match(self, service: ProxyService, method: str, raw_path: str) -> Route | None:
         """The service's first route (in creation order) whose method and pattern match, as the SDK matches."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from domain.networks import KeyEnv
+from domain.scopes import ServiceScope
 
 ANONYMOUS_ID = "anonymous"
 
@@ -27,6 +28,7 @@ class Client:
     capabilities: frozenset[Capability] = field(default_factory=frozenset)
     any_capability: bool = False
     rate_limit_per_minute: int | None = None
+    scope: ServiceScope | None = None  # a key scoped to a proxy service pays only for its routes (domain/scopes.py)
 
     def may_use(self, network: str, scheme: str, asset: str) -> bool:
         return self.any_capability or Capability(network, scheme, asset) in self.capabilities

@@ -42,6 +42,7 @@ from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleVie
 from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.results import SqliteResultCacheView, SqlResultCacheView
 from projections.runner import catch_up
+from projections.service_scopes import ServiceScopesProjection, ServiceScopesView, SqliteServiceScopesView
 from projections.webhook_outbox import WebhookEndpointsProjection
 from projections.webhooks import SqliteWebhooksView, WebhooksView
 
@@ -157,14 +158,17 @@ class Container:
     console: ConsoleView | None = None  # the console read model (keys, logins, domains; last use of keys)
     key_usage: Any = None  # records the last use of API keys (interfaces/adapters/key_usage.py)
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
+    service_scopes: ServiceScopesView | None = None  # proxy services and routes, for keys scoped to a service
 
     def refresh_accounts(self) -> int:
-        """Bring the accounts and console views up to date now (the CLI does, so a new key works at once, and a
-        revoked one stops at once: the workers' key caches are told, even if the projection worker applied the
-        change first and has not told them yet)."""
+        """Bring the accounts (with scoped keys' services and routes) and console views up to date now (the CLI
+        does, so a new key works at once, and a revoked one stops at once: the workers' key caches are told, even
+        if the projection worker applied the change first and has not told them yet)."""
         done = catch_up(self.merchants, AccountsProjection(self.accounts))
         if self.accounts.on_change is not None:
             self.accounts.on_change()
+        if self.proxies is not None and self.service_scopes is not None:  # what scoped keys are checked against
+            done += catch_up(self.proxies, ServiceScopesProjection(self.service_scopes))
         if self.console is not None:
             done += catch_up(self.merchants, ConsoleProjection(self.console))
         return done
@@ -200,6 +204,8 @@ class Container:
             self.console.datastore.close()
         if self.result_cache is not None:
             self.result_cache.datastore.close()
+        if self.service_scopes is not None:
+            self.service_scopes.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -238,13 +244,14 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
                             sandbox=config.sandbox)
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
-    merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed
+    merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed; keys' services
     console = build_view(config, "console", SqliteConsoleView)
 
     return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
                      listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
                      webhooks_view=webhooks_view, proxies=proxies, payment_list=payment_list, console=console,
-                     key_usage=KeyUsage(console), result_cache=result_cache)
+                     key_usage=KeyUsage(console), result_cache=result_cache,
+                     service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView))
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:

@@ -1,10 +1,12 @@
-"""The accounts read model: API key hash → merchant, environment, status, capabilities and rate limit.
+"""The accounts read model: API key hash → merchant, environment, status, capabilities, rate limit and the
+proxy service a key is scoped to (its routes are in `projections/service_scopes.py`).
 
 Every authenticated request reads this view; it never replays a Merchant.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +34,16 @@ class KeyRecord:
     rate_limit_per_minute: int | None
     discovery_enabled: bool
     capabilities: frozenset[tuple[str, str, str]]
+    service: str | None = None  # the id of the proxy service the key is scoped to
+
+
+def scoped_service(value: str) -> str | None:
+    """A KeyIssued's `service` when it names a service (an id); the free text of keys issued before keys were
+    scoped was never enforced, and such keys stay unscoped."""
+    try:
+        return str(uuid.UUID(value)) if value else None
+    except ValueError:
+        return None
 
 
 class AccountsView(SqlView):
@@ -53,22 +65,25 @@ class AccountsView(SqlView):
         "merchant_id TEXT NOT NULL, env TEXT NOT NULL, revoked BOOLEAN NOT NULL)",
         "CREATE TABLE IF NOT EXISTS accounts_capabilities (merchant_id TEXT NOT NULL, network TEXT NOT NULL, "
         "scheme TEXT NOT NULL, asset TEXT NOT NULL, PRIMARY KEY (merchant_id, network, scheme, asset))",
+        # A table of its own (not a column of accounts_keys), so a view made before keys were scoped gains it.
+        "CREATE TABLE IF NOT EXISTS accounts_key_scopes (key_hash TEXT PRIMARY KEY, service_id TEXT NOT NULL)",
     )
 
     def get_key(self, key_hash: str) -> KeyRecord | None:
         # One round trip (every request pays it): a row per capability, none when the merchant has none.
         rows = self.rows(
             "SELECT k.key_hash, k.prefix, k.merchant_id, m.name, k.env, k.revoked, m.rate_limit, m.discovery_enabled, "
-            "c.network, c.scheme, c.asset FROM accounts_keys k JOIN accounts_merchants m ON m.merchant_id = "
-            "k.merchant_id LEFT JOIN accounts_capabilities c ON c.merchant_id = k.merchant_id WHERE k.key_hash = ?",
+            "s.service_id, c.network, c.scheme, c.asset FROM accounts_keys k JOIN accounts_merchants m "
+            "ON m.merchant_id = k.merchant_id LEFT JOIN accounts_key_scopes s ON s.key_hash = k.key_hash "
+            "LEFT JOIN accounts_capabilities c ON c.merchant_id = k.merchant_id WHERE k.key_hash = ?",
             (key_hash,),
         )
         if not rows:
             return None
-        stored_hash, prefix, merchant_id, name, env, revoked, rate_limit, discovery = rows[0][:8]
-        capabilities = frozenset(tuple(r[8:]) for r in rows if r[8] is not None)
+        stored_hash, prefix, merchant_id, name, env, revoked, rate_limit, discovery, service = rows[0][:9]
+        capabilities = frozenset(tuple(r[9:]) for r in rows if r[9] is not None)
         return KeyRecord(stored_hash, prefix, merchant_id, name, env, bool(revoked), rate_limit, bool(discovery),
-                         capabilities)
+                         capabilities, service)
 
     def get_merchant_by_prefix(self, prefix: str) -> str | None:
         rows = self.rows(
@@ -112,6 +127,8 @@ class AccountsProjection(Projection[AccountsView]):
         with self.view.tracked(tracking) as c:
             c.execute("INSERT INTO accounts_keys VALUES (?, ?, ?, ?, ?)",
                       (e.key_hash, e.prefix, str(e.originator_id), e.env, False))
+            if (service := scoped_service(e.service)) is not None:
+                c.execute("INSERT INTO accounts_key_scopes VALUES (?, ?)", (e.key_hash, service))
 
     @process_event.register
     def _(self, e: Merchant.KeyRevoked, tracking: Tracking) -> None:
@@ -141,3 +158,4 @@ class AccountsProjection(Projection[AccountsView]):
         with self.view.tracked(tracking) as c:
             c.execute("DELETE FROM accounts_capabilities WHERE merchant_id = ? AND network = ? AND scheme = ? "
                       "AND asset = ?", (str(e.originator_id), e.network, e.scheme, e.asset))
+

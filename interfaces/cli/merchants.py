@@ -219,7 +219,8 @@ def add_commands(commands: Any, containers: Containers) -> None:
     kc.add_argument("--env", choices=("test", "live"), required=True,
                     help="test (devnet) or live (mainnet: refused where mainnet is not served)")
     kc.add_argument("--label", default="", help="a name to recognise the key by")
-    kc.add_argument("--service", default="", help="the service the key is for")
+    kc.add_argument("--service", default="", help="scope the key to one of the merchant's proxy services (its id "
+                    "or slug): it then pays only for that service's routes")
     kl = command(key, "list", key_list, "list a merchant's keys: prefix, env, label, created, last used, revoked")
     kl.add_argument("--merchant", required=True, help="the merchant")
     kr = command(key, "revoke", key_revoke, "revoke an API key, given whole or by its prefix (pw_test_XXXXXXXX)")

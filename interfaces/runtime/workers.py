@@ -21,6 +21,7 @@ from projections.console import ConsoleProjection
 from projections.payment_list import PaymentListProjection
 from projections.results import ResultCacheProjection
 from projections.runner import catch_up, follow
+from projections.service_scopes import ServiceScopesProjection
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class ProjectionSpec:
 
 PROJECTIONS: dict[str, ProjectionSpec] = {
     "accounts": ProjectionSpec("accounts", lambda c: c.merchants, AccountsProjection, lambda c: c.accounts),
+    # Scoped keys: the services and routes they are checked against (follows the ProxyServices log).
+    "service_scopes": ProjectionSpec("service_scopes", lambda c: c.proxies, ServiceScopesProjection,
+                                     lambda c: c.service_scopes, lambda c: c.service_scopes is not None),
     "console": ProjectionSpec("console", lambda c: c.merchants, ConsoleProjection, lambda c: c.console),
     # Discovery: Listings follows approved payments and records listings; the catalog follows the listings.
     "listings": ProjectionSpec("listings", lambda c: c.payments, lambda listings: listings, lambda c: c.listings),

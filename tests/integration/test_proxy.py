@@ -10,20 +10,21 @@ from __future__ import annotations
 import base64
 import json
 import random
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 import requests
-from falcon import testing
 
 from application.proxy_services import ProxyServices
 from domain.networks import DEVNET
 from interfaces.adapters.outbound import OutboundPolicy
-from interfaces.container import build_secrets, store_env
-from interfaces.http.facilitator.app import create_app
+from interfaces.container import build
 from interfaces.http.proxy.factory import create_proxy_app
 from tests.conftest import USDC, Gateway, make_gateway
+from tests.dnsserver import TxtServer
 from tests.https_backend import Backend, MapResolver, start_backend
 from tests.wsgi_thread import WsgiThread
 
@@ -50,8 +51,24 @@ class Stack:
         return self.gateway.sandbox.token_balance(str(owner), DEVNET.usdc_mint)
 
     def route(self, path: str, method: str = "GET", **terms: Any) -> Any:
-        return self.proxies.add_route("acme", self.service_id, method=method, path=path, price=PRICE,
-                                      pay_to=str(self.gateway.pay_to.pubkey()), **terms)
+        route = self.proxies.add_route("acme", self.service_id, method=method, path=path, price=PRICE,
+                                       pay_to=str(self.gateway.pay_to.pubkey()), **terms)
+        self.gateway.container.refresh_accounts()  # the read models scoped keys and /supported read
+        return route
+
+    def signature(self, path: str, method: str = "GET") -> str:
+        """A PAYMENT-SIGNATURE for `path`, made by the official SDK client from the proxy's 402."""
+        from x402 import x402ClientSync
+        from x402.http import decode_payment_required_header, encode_payment_signature_header
+        from x402.mechanisms.svm.exact import ExactSvmScheme
+        from x402.mechanisms.svm.signers import KeypairSigner
+
+        unpaid = requests.request(method, self.url(path), timeout=30)
+        assert unpaid.status_code == 402
+        client = x402ClientSync()
+        client.register("solana:*", ExactSvmScheme(KeypairSigner(self.gateway.payer), rpc_url=self.rpc_url))
+        payload = client.create_payment_payload(decode_payment_required_header(unpaid.headers["PAYMENT-REQUIRED"]))
+        return encode_payment_signature_header(payload)
 
     def paying_session(self) -> requests.Session:
         from x402 import x402ClientSync
@@ -78,19 +95,25 @@ def loopback_443(hostnames: tuple[str, ...]) -> Backend:
     pytest.fail("could not bind port 443 on a loopback address (the proxy tests need root, as CI has)")
 
 
+def verify_domains(container: Any, dns: TxtServer, merchant: str, domains: Iterable[str]) -> None:
+    """The console's domain verification, for real: the TXT record published on the test's DNS server."""
+    for domain in domains:
+        wanted = container.merchants.add_domain(merchant, domain)
+        dns.publish(wanted.dns_name, wanted.dns_value)
+        assert container.merchants.verify_domain(merchant, domain) == "dns"
+    container.refresh_accounts()
+
+
 def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundPolicy | None = None,
                 answer: str | None = None, **store: str) -> Any:
-    gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, confirmation_budget_seconds=0.5, **store)
+    with TxtServer() as dns:
+        gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, confirmation_budget_seconds=0.5,
+                               dns_nameservers=(dns.nameserver,), **store)
+        verify_domains(gateway.container, dns, "acme", sorted(DOMAINS))
     backend = loopback_443(HOSTNAMES)
     host = backend.server.server_address[0]
     resolver = MapResolver({name: [answer or host] for name in HOSTNAMES})
     container = gateway.container
-    container.proxies.close()
-    # The console's domain verification (issue 13) is not on main yet: the verified domains come from here.
-    container.proxies = ProxyServices(store_env(container.config, "proxy_services"), merchants=container.merchants,
-                                      secrets=build_secrets(container.config), sandbox=True,
-                                      domains=lambda merchant: DOMAINS)
-    gateway.client = testing.TestClient(create_app(container))  # the API over the same ProxyServices
     service = container.proxies.create_service("acme", "Weather", "backend.test", subdomain="api",
                                                upstream_auth=("X-Upstream-Key", "upstream-secret-123"))
     app = create_proxy_app(container, resolver=resolver, ssl_context=backend.client_context(),
@@ -99,16 +122,34 @@ def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundP
     return gateway, backend, resolver, container.proxies, app, service
 
 
-@pytest.fixture
-def stack(tmp_path, sandbox):
+@contextmanager
+def running_stack(tmp_path: Any, sandbox: Any, **store: str) -> Iterator[Stack]:
     from interfaces.sandbox.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet:
-        gateway, backend, resolver, proxies, app, service = build_stack(tmp_path, sandbox, localnet)
-        with WsgiThread(app) as server:
-            yield Stack(gateway, backend, proxies, resolver, server.url, localnet.url, str(service.id), service.slug)
-        backend.close()
-        gateway.container.close()
+        gateway, backend, resolver, proxies, app, service = build_stack(tmp_path, sandbox, localnet, **store)
+        try:
+            with WsgiThread(app) as server:
+                yield Stack(gateway, backend, proxies, resolver, server.url, localnet.url, str(service.id),
+                            service.slug)
+        finally:
+            backend.close()
+            gateway.container.close()
+
+
+@pytest.fixture
+def stack(tmp_path, sandbox):
+    with running_stack(tmp_path, sandbox) as running:
+        yield running
+
+
+@pytest.fixture(params=["embedded", "postgres+redis"])
+def stack_on(request, tmp_path, sandbox):
+    """The stack on the embedded default, and on PostgreSQL with Redis."""
+    store = {} if request.param == "embedded" else {"database_url": request.getfixturevalue("postgres_url"),
+                                                    "redis_url": request.getfixturevalue("redis_url")}
+    with running_stack(tmp_path, sandbox, **store) as running:
+        yield running
 
 
 def decoded(header: str) -> dict[str, Any]:
@@ -406,3 +447,62 @@ def test_on_postgresql_and_redis_a_paid_request_is_served_once_and_charged_once(
         finally:
             backend.close()
             gateway.container.close()
+
+
+# -- the service's domain, re-checked on every request --------------------------------------------------------
+
+
+def proxy_of(stack: Stack, **config: Any) -> Any:
+    """The proxy of another process of the same deployment, started with a changed configuration."""
+    container = build(replace(stack.gateway.container.config, **config), sandbox=stack.gateway.sandbox)
+    return container, create_proxy_app(container, resolver=stack.resolver, ssl_context=stack.backend.client_context())
+
+
+def test_a_domain_the_operator_blocks_after_verification_is_503_and_nothing_is_forwarded_or_charged(stack_on):
+    stack = stack_on
+    stack.route("/orders", method="POST", settle="before")  # would charge before forwarding
+    signature = stack.signature("/orders", "POST")
+    before = stack.balance(stack.gateway.pay_to.pubkey()), stack.balance(stack.gateway.payer.pubkey())
+
+    # The operator adds the domain to PAYWARDEN_BLOCKED_DOMAINS and restarts: the verification stands, but
+    # the service is no longer proxied.
+    container, app = proxy_of(stack, blocked_domains=("backend.test",))
+    try:
+        with WsgiThread(app) as blocked:
+            for headers in ({}, {"PAYMENT-SIGNATURE": signature}):
+                refused = requests.post(f"{blocked.url}/{stack.slug}/orders", json={"pizza": 1}, headers=headers,
+                                        timeout=30)
+                assert refused.status_code == 503
+                assert refused.json()["error"] == "domain_blocked"
+                assert "blocked by the operator" in refused.json()["message"]
+                assert "PAYMENT-REQUIRED" not in refused.headers
+    finally:
+        container.close()
+    assert stack.backend.received == []
+    assert (stack.balance(stack.gateway.pay_to.pubkey()), stack.balance(stack.gateway.payer.pubkey())) == before
+
+    # The running proxy (started without the block) still serves the same signature, charged once.
+    served = requests.post(stack.url("/orders"), json={"pizza": 1}, headers={"PAYMENT-SIGNATURE": signature},
+                           timeout=60)
+    assert served.status_code == 200 and len(stack.backend.received) == 1
+    assert stack.balance(stack.gateway.pay_to.pubkey()) == before[0] + PRICE
+
+
+def test_a_domain_no_longer_verified_is_503_and_nothing_is_forwarded_or_charged(stack_on):
+    stack = stack_on
+    stack.route("/weather/*")
+    merchants = stack.gateway.container.merchants
+    # The console refuses to remove a domain a service uses; a removal racing the service's creation is how a
+    # service can outlive its domain's verification, as done here underneath that check.
+    merchant = merchants.get_merchant("acme")
+    merchant.remove_domain("backend.test")
+    merchants.save(merchant)
+    stack.gateway.container.refresh_accounts()
+    before = stack.balance(stack.gateway.pay_to.pubkey()), stack.balance(stack.gateway.payer.pubkey())
+
+    refused = stack.paying_session().get(stack.url("/weather/x"), timeout=30)
+    assert refused.status_code == 503
+    assert refused.json() == {"error": "domain_unverified",
+                              "message": "backend.test is no longer a verified domain of this service's merchant"}
+    assert stack.backend.received == []
+    assert (stack.balance(stack.gateway.pay_to.pubkey()), stack.balance(stack.gateway.payer.pubkey())) == before

@@ -1,4 +1,8 @@
-"""Who is calling: `Authorization: Bearer pw_{live|test}_<40 base62>`, or the anonymous public identity."""
+"""Who is calling: `Authorization: Bearer pw_{live|test}_<40 base62>`, or the anonymous public identity.
+
+A key scoped to a proxy service carries that service's routes (`Client.scope`, from the accounts read model);
+`check_scope` refuses payments no route of it charges, and a key whose service was deleted is refused here.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,10 @@ import falcon
 from domain.clients import ANONYMOUS_ID, Capability, Client
 from domain.merchant import key_hash, parse_key, same_hash
 from domain.networks import NETWORKS, SCHEME_EXACT, KeyEnv
+from domain.x402 import PaymentPayload, Requirements
 from interfaces.http.common.ratelimit import FailedAuthLimit
 from projections.accounts import AccountsView
+from projections.service_scopes import ServiceScopesView
 
 
 class Unauthorized(Exception):
@@ -22,9 +28,23 @@ class Unauthorized(Exception):
         self.code, self.message = code, message
 
 
+class OutOfScope(Exception):
+    """A scoped key presented terms none of its service's routes charge (400 `invalid_payment_requirements`)."""
+
+
+def check_scope(client: Client, payload: PaymentPayload, terms: Requirements) -> None:
+    """Refuse, before any payment is recorded, terms a scoped key may not pay for."""
+    scope = client.scope
+    if scope is not None and not scope.allows(payload, terms):
+        raise OutOfScope(f"this API key is scoped to the service {scope.slug}, and none of its routes charges "
+                         f"{terms.amount} of {terms.asset} on {terms.network} to {terms.pay_to}"
+                         + (" for this resource" if payload.resource else ""))
+
+
 class Authenticator:
-    def __init__(self, accounts: AccountsView, *, anonymous: bool, served: Iterable[str], usage: Any = None) -> None:
-        self._accounts, self._anonymous, self._usage = accounts, anonymous, usage
+    def __init__(self, accounts: AccountsView, *, anonymous: bool, served: Iterable[str], usage: Any = None,
+                 scopes: ServiceScopesView | None = None) -> None:
+        self._accounts, self._anonymous, self._usage, self._scopes = accounts, anonymous, usage, scopes
         self._public = Client(
             id=ANONYMOUS_ID, registered=False,
             capabilities=frozenset(Capability(n, SCHEME_EXACT, NETWORKS[n].usdc_mint) for n in served),
@@ -50,12 +70,17 @@ class Authenticator:
             raise Unauthorized("invalid_api_key", "unknown API key")
         if record.revoked:
             raise Unauthorized("revoked_api_key", f"API key {record.prefix}… has been revoked")
+        scope = None
+        if record.service is not None and (self._scopes is None or (scope := self._scopes.get_scope(
+                record.service)) is None):
+            raise Unauthorized("service_deleted", f"API key {record.prefix}… is scoped to a proxy service that "
+                               "has been deleted; create a new key")
         if self._usage is not None:  # the console's "last used", written at most once a minute per key
             self._usage.touch(record.prefix)
         return Client(
             id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
             capabilities=frozenset(Capability(*c) for c in record.capabilities),
-            rate_limit_per_minute=record.rate_limit_per_minute,
+            rate_limit_per_minute=record.rate_limit_per_minute, scope=scope,
         ), record.key_hash
 
 

@@ -180,7 +180,10 @@ class KeysPage(Page):
     template, title, active = "keys.html", "API keys", "/keys"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        return {"keys": self._c.console.list_keys(req.context.session.merchant_id)}
+        services = self._c.proxies.list_services(req.context.session.merchant) if self._c.proxies else []
+        return {"keys": self._c.console.list_keys(req.context.session.merchant_id),
+                "services": [{"id": str(x.id), "name": x.name, "slug": x.slug} for x in services],
+                "service_names": {str(x.id): f"{x.name} ({x.slug})" for x in services}}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form, s = form_of(req), req.context.session

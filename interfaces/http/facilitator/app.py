@@ -21,7 +21,7 @@ from interfaces.runtime.probes import Probes
 def create_app(container: Container) -> falcon.App:
     served = sorted(container.chains.by_network)
     authenticator = Authenticator(container.key_lookup(), anonymous=container.config.anonymous, served=served,
-                                  usage=container.key_usage)
+                                  usage=container.key_usage, scopes=container.service_scopes)
     config = container.config
     limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)
     failures = FailedAuthLimit(limiter, config.trusted_proxies)
@@ -29,7 +29,7 @@ def create_app(container: Container) -> falcon.App:
                                  RateLimitMiddleware(limiter, config.trusted_proxies)])
     app.req_options.strip_url_path_trailing_slash = True
     verify, settle = VerifyResource(container.payments), SettleResource(container.payments)
-    supported = SupportedResource(served, container.fee_payers, container.proxies)
+    supported = SupportedResource(served, container.fee_payers, container.service_scopes)
     for prefix in ("", "/v1"):
         app.add_route(f"{prefix}/verify", verify)
         app.add_route(f"{prefix}/settle", settle)

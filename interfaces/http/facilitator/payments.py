@@ -11,8 +11,8 @@ from application.outcomes import SettleOutcome
 from application.payments import Payments
 from domain.codes import Code
 from domain.networks import SCHEME_EXACT, X402_VERSION
-from domain.routes import compile_pattern, normalize_path
 from interfaces.adapters.signers import KeypairFeePayers
+from interfaces.http.common.auth import check_scope
 from interfaces.http.common.body import read_json
 from interfaces.http.common.errors import WireError
 from interfaces.http.facilitator.schemas import (
@@ -35,6 +35,7 @@ class VerifyResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         command = self._schema.load(read_json(req))
+        check_scope(req.context.client, command["payment_payload"], command["payment_requirements"])
         outcome = self._payments.verify(req.context.client, command["payment_payload"],
                                         command["payment_requirements"])
         resp.status = falcon.HTTP_200 if outcome.is_valid else falcon.HTTP_400
@@ -51,6 +52,7 @@ class SettleResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         command = self._schema.load(read_json(req))
+        check_scope(req.context.client, command["payment_payload"], command["payment_requirements"])
         outcome = self._payments.settle(req.context.client, command["payment_payload"],
                                         command["payment_requirements"], _idempotency_key(req))
         resp.status = _settle_status(outcome)
@@ -82,9 +84,9 @@ class SupportedResource:
 
     authenticate, rate_limit = True, "key"
 
-    def __init__(self, served: list[str], fee_payers: KeypairFeePayers, proxies: Any = None) -> None:
+    def __init__(self, served: list[str], fee_payers: KeypairFeePayers, scopes: Any = None) -> None:
         self._served, self._fee_payers, self._query = served, fee_payers, SupportedQuerySchema()
-        self._proxies = proxies
+        self._scopes = scopes
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         query = self._query.load(req.params)
@@ -93,11 +95,12 @@ class SupportedResource:
         if "service" in query:  # the kinds of that (own) service's routes matching `path` (docs/proxy.md)
             routes = self._routes(client, query["service"], query.get("path"))
             if routes is None:
-                resp.status, resp.media = falcon.HTTP_400, {
-                    "error": "unknown_service", "message": "none of your services has this slug, or no route "
-                    "of it matches this path"}
-                return
+                raise WireError("unknown_service", message="none of your services has this slug, or no route of it "
+                                "matches this path" + (f" (this key is scoped to {client.scope.slug})"
+                                                       if client.scope is not None else ""))
             networks = [n for n in networks if any(r.network == n for r in routes)]
+        elif client.scope is not None:  # a scoped key: only its service's kinds
+            networks = [n for n in networks if any(r.network == n for r in client.scope.routes)]
         resp.media = {
             "kinds": [
                 {"x402Version": X402_VERSION, "scheme": SCHEME_EXACT, "network": n,
@@ -108,16 +111,15 @@ class SupportedResource:
             "signers": _signers_by_family(networks, self._fee_payers),
         }
 
-
     def _routes(self, client: Any, slug: str, path: str | None) -> list[Any] | None:
-        service = self._proxies.get_by_slug(slug.lower()) if self._proxies is not None else None
-        if service is None or client.merchant != service.merchant:
+        """The routes of the caller's service `slug` matching `path` (the service scopes read model)."""
+        found = self._scopes.get_scope_by_slug(slug.lower()) if self._scopes is not None else None
+        if found is None or found[0] != client.merchant:
             return None
-        if path is None:
-            return list(service.routes.values())
-        normalized = normalize_path(path if path.startswith("/") else "/" + path)
-        routes = [r for r in service.routes.values() if compile_pattern(r.path).match(normalized)]
-        return routes or None
+        scope = found[1]
+        if client.scope is not None and client.scope.service_id != scope.service_id:
+            return None
+        return scope.routes_for(path) or None
 
 
 def _signers_by_family(networks: list[str], fee_payers: KeypairFeePayers) -> dict[str, list[str]]:

@@ -1,7 +1,8 @@
 """The transparent proxy: `{proxy_url}/{slug}/{rest}?{query}` charged with x402 and forwarded to the service.
 
 A plain WSGI application (the upstream's headers, Set-Cookie included, pass through untouched, and bodies stream
-both ways). Per request: find the service by slug (404), refuse it inactive (503 `service_inactive`), match the
+both ways). Per request: find the service by slug (404), refuse it inactive (503 `service_inactive`) or on a domain that
+is blocked or no longer verified (503 `domain_blocked`/`domain_unverified`, serving.py), match the
 route as the x402 SDK does (404), refuse an ambiguous path (400), bound the body (413); without
 PAYMENT-SIGNATURE answer 402 with PAYMENT-REQUIRED; with it, take the payment through the `Payments` application
 in-process and forward (docs/proxy.md has the whole flow, and why `settle: after` settles only on an upstream
@@ -39,6 +40,7 @@ from interfaces.http.proxy.payment import (
     requirements,
     settle_response,
 )
+from interfaces.http.proxy.serving import DomainCheck
 from interfaces.runtime.metrics_registry import exposition
 
 log = logging.getLogger("paywarden.proxy")
@@ -72,9 +74,10 @@ class Exchange:
 
 class ProxyApp:
     def __init__(self, proxies: ProxyServices, payments: Any, merchants: Any, fee_payers: Any,
-                 outbound: OutboundClient, public_url: str = "") -> None:
+                 outbound: OutboundClient, public_url: str = "", domains: DomainCheck | None = None) -> None:
         self._proxies, self._payments, self._merchants = proxies, payments, merchants
         self._fee_payers, self._outbound, self._public_url = fee_payers, outbound, public_url.rstrip("/")
+        self._domains = domains
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         exchange = Exchange(environ, str(environ.get("REQUEST_METHOD", "GET")).upper(), started=time.perf_counter())
@@ -101,6 +104,8 @@ class ProxyApp:
         x.service = service
         if not service.active:
             raise Reply(503, {"error": "service_inactive", "message": "this service is not taking traffic"})
+        if self._domains is not None and (refused := self._domains.refusal(service)) is not None:
+            raise Reply(503, {"error": refused[0], "message": refused[1]})
         try:
             x.path = forwarding_path("/" + rest)
         except PathRefusedError as refused:

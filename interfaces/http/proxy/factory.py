@@ -9,6 +9,7 @@ from interfaces.adapters.outbound import OutboundClient, OutboundPolicy
 from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.container import Container
 from interfaces.http.proxy.app import ProxyApp
+from interfaces.http.proxy.serving import DomainCheck
 
 
 def create_proxy_app(container: Container, *, resolver: Any = None, ssl_context: ssl.SSLContext | None = None,
@@ -17,5 +18,7 @@ def create_proxy_app(container: Container, *, resolver: Any = None, ssl_context:
     outbound = OutboundClient(resolver or GetaddrinfoResolver(),
                               policy or OutboundPolicy.for_mode(sandbox=container.config.sandbox),
                               ssl_context=ssl_context)
+    domains = DomainCheck(container.console, container.proxies.verified_domains_of,
+                          container.merchants.settings.refusal, sandbox=container.config.sandbox)
     return ProxyApp(container.proxies, container.payments, container.merchants, container.fee_payers, outbound,
-                    public_url=container.config.proxy_url)
+                    public_url=container.config.proxy_url, domains=domains)
