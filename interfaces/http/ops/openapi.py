@@ -34,7 +34,7 @@ from interfaces.http.facilitator.schemas import (
     VerifyResponseSchema,
 )
 
-UNAUTHORIZED = ("missing_api_key", "invalid_api_key", "revoked_api_key", "key_environment_mismatch")
+UNAUTHORIZED = ("missing_api_key", "invalid_api_key", "revoked_api_key", "key_environment_mismatch", "service_deleted")
 FAILURES = sorted(c.value for c in Code if c not in (Code.SETTLEMENT_PENDING,))
 
 
@@ -80,7 +80,8 @@ def _payment_responses(operation: str) -> dict[str, Any]:
         "200": ok,
         "400": _json("the payment or the request is invalid: the reason code says why", failed,
                      **{"Idempotent-Replayed": replayed}),
-        "401": _json("no, a malformed, an unknown or a revoked API key", _error(UNAUTHORIZED)),
+        "401": _json("no, a malformed, an unknown or a revoked API key, or one scoped to a deleted proxy service",
+                     _error(UNAUTHORIZED)),
         "413": _json("the body exceeds 64 KB (reason invalid_payload)", failed),
         "415": _json("the body is not application/json (reason invalid_payload)", failed),
         "429": _json("rate limited", _error(("rate_limited",)), **{"Retry-After": RETRY_AFTER}),
