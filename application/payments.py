@@ -11,9 +11,10 @@ one settle answer says success (see `application.outcomes.repeated_settle`).
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -30,7 +31,17 @@ from application.outcomes import (
     verify_outcome,
 )
 from application.payment_checks import PaymentRequest, check_request
-from application.ports import Chain, Chains, Clock, Confirmation, FeePayers, Locks, ResultCache, SubmissionError
+from application.ports import (
+    Admission,
+    Chain,
+    Chains,
+    Clock,
+    Confirmation,
+    FeePayers,
+    Locks,
+    ResultCache,
+    SubmissionError,
+)
 from domain.claims import Claim, ClaimKind, claim_id
 from domain.clients import Client
 from domain.codes import Code
@@ -64,19 +75,21 @@ class Payments(Application):
     """Verify and settle x402 `exact` payments; every transition is an event of a `Payment`."""
 
     def __init__(self, env: dict[str, str] | None = None, *, chains: Chains, fee_payers: FeePayers,
-                 locks: Locks, cache: ResultCache, clock: Clock, settings: Settings = Settings()) -> None:
+                 locks: Locks, cache: ResultCache, clock: Clock, settings: Settings = Settings(),
+                 admission: Admission | None = None) -> None:
         super().__init__(env)
         self._chains, self._fee_payers, self._locks = chains, fee_payers, locks
         self._cache, self._clock, self._settings = cache, clock, settings
+        self._admission = admission or _CacheThenLock(cache, locks)
 
     # -- commands -----------------------------------------------------------------------------------------
 
     def verify(self, client: Client, payload: PaymentPayload, requirements: Requirements) -> VerifyOutcome:
         try:
             request = self._request(client, payload, requirements)
-            if cached := self._cache.get(request.key, "verify"):
-                return replayed_verify(cached, requirements.digest)
-            with self._exclusive(request.key, self._settings.lock_margin_seconds):
+            with self._admitted(request.key, "verify", self._settings.lock_margin_seconds) as cached:
+                if cached:
+                    return replayed_verify(cached, requirements.digest)
                 payment = self._get(request.key)
                 if payment is not None and (conflict := self._bound(payment, request)):
                     return conflict
@@ -98,11 +111,14 @@ class Payments(Application):
         net = requirements.network
         try:
             request = self._request(client, payload, requirements, request_key)
-            cached = self._cache.get(request.key, "settle")
-            if cached and (request_key is None or request_key == cached.get("answer_key")):
-                return replayed_settle(cached, requirements.digest, net, request_key)
-            budget = self._settings.confirmation_budget_seconds
-            with self._exclusive(request.key, budget + self._settings.lock_margin_seconds):
+            ttl = self._settings.confirmation_budget_seconds + self._settings.lock_margin_seconds
+
+            def replayable(cached: dict[str, Any]) -> bool:
+                return request_key is None or request_key == cached.get("answer_key")
+
+            with self._admitted(request.key, "settle", ttl, replayable) as cached:
+                if cached:
+                    return replayed_settle(cached, requirements.digest, net, request_key)
                 payment = self._get(request.key)
                 if payment is not None and (conflict := self._bound(payment, request)):
                     return SettleOutcome.failed(conflict.invalid_reason or "", network=net,
@@ -325,6 +341,23 @@ class Payments(Application):
     # -- persistence --------------------------------------------------------------------------------------
 
     @contextmanager
+    def _admitted(self, key: str, operation: str, ttl: float,
+                  usable: Callable[[dict[str, Any]], bool] = lambda cached: True) -> Iterator[dict[str, Any] | None]:
+        """The cached result when there is a usable one (no lock held), else None with this request holding the
+        payment's lock (DuplicateRequestError when another request holds it)."""
+        with self._admission.admit(key, operation, ttl) as (cached, held):
+            if cached and usable(cached):
+                yield cached
+                return
+            if cached:  # a result this request may not replay: no lock was taken with the read
+                with self._exclusive(key, ttl):
+                    yield None
+                return
+            if not held:
+                raise DuplicateRequestError("another request for this payment is in progress; retry")
+            yield None
+
+    @contextmanager
     def _exclusive(self, key: str, ttl: float) -> Iterator[None]:
         with self._locks.hold(key, ttl) as held:
             if not held:
@@ -354,3 +387,17 @@ class Payments(Application):
             raise DuplicateRequestError("another request for this payment, or for its transaction, won the race; "
                                    "retry") from race
 
+
+class _CacheThenLock:
+    """`Admission` from the two ports, one after the other (the in-process stores: no round trip to save)."""
+
+    def __init__(self, cache: ResultCache, locks: Locks) -> None:
+        self._cache, self._locks = cache, locks
+
+    @contextmanager
+    def admit(self, key: str, operation: str, ttl_seconds: float) -> Iterator[tuple[dict[str, Any] | None, bool]]:
+        if cached := self._cache.get(key, operation):
+            yield cached, False
+            return
+        with self._locks.hold(key, ttl_seconds) as held:
+            yield None, held

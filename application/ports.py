@@ -90,6 +90,17 @@ class Locks(Protocol):
         ...
 
 
+class Admission(Protocol):
+    """A request's way in: the terminal result cache read and, on a miss, the payment's lock, in one step (one
+    Redis round trip in production). Without it, `Payments` asks `ResultCache` and then `Locks`."""
+
+    def admit(self, key: str, operation: str,
+              ttl_seconds: float) -> AbstractContextManager[tuple[dict[str, Any] | None, bool]]:
+        """Yields (the cached result, None on a miss; True if this caller now holds the lock). A hit takes no
+        lock; the lock is released when the context exits."""
+        ...
+
+
 class ResultCache(Protocol):
     """Terminal results by idempotency key and operation, read-only: `projections.results.ResultCacheProjection`
     is its one writer. A miss is never an answer: the event store is."""

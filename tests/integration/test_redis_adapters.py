@@ -13,6 +13,7 @@ from application.outcomes import terminal_entries
 from domain.codes import Code
 from domain.networks import DEVNET
 from interfaces.adapters.redis import (
+    RedisAdmission,
     RedisLocks,
     RedisResultCache,
     RedisResultCacheView,
@@ -67,6 +68,27 @@ def test_with_redis_unreachable_the_cache_misses_and_the_lock_refuses():
     cache = RedisResultCache(down)
     assert cache.get("key", "verify") is None
     with pytest.raises(redis.ConnectionError), RedisLocks(down).hold("key", 30):
+        pass
+
+
+def test_one_round_trip_admission_answers_a_cached_result_without_a_lock_or_takes_the_lock(client):
+    admission = RedisAdmission(client, RedisLocks(client))
+    with admission.admit("payment-3", "verify", 30) as (cached, held):
+        assert cached is None and held
+        assert 0 < client.pttl(lock_key("payment-3")) <= 30_000
+        with admission.admit("payment-3", "verify", 30) as (again, second):
+            assert again is None and not second  # another request for it is in progress
+        with RedisLocks(client).hold("payment-3", 30) as third:
+            assert not third  # the same lock as RedisLocks'
+    assert client.get(lock_key("payment-3")) is None  # released on exit
+    client.set(result_key("payment-3", "verify"), '{"terms": "t", "outcome": {"isValid": true}}')
+    with admission.admit("payment-3", "verify", 30) as (cached, held):
+        assert cached == {"terms": "t", "outcome": {"isValid": True}} and not held
+        assert client.get(lock_key("payment-3")) is None  # a hit takes no lock
+    with admission.admit("payment-3", "settle", 30) as (cached, held):
+        assert cached is None and held  # another operation's result is not this one's
+    down = redis_client(f"redis://127.0.0.1:{free_port()}/0", timeout_seconds=0.2)
+    with pytest.raises(redis.ConnectionError), RedisAdmission(down, RedisLocks(down)).admit("key", "verify", 30):
         pass
 
 
