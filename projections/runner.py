@@ -60,8 +60,11 @@ def _apply_event_sourced(app: Application, projection: EventSourcedProjection[An
         tracking = Tracking(app.name, notification.id)
         processing = ProcessingEvent[Any](tracking=tracking)
         projection.policy(app.mapper.to_domain_event(notification), processing)
-        if processing.events:  # as EventSourcedProjection.process_event records it
-            projection._notify(projection._record(processing))  # noqa: SLF001 - the library's own two steps
+        if processing.events:  # recorded as EventSourcedProjection.process_event records it, step by step
+            recordings = projection._record(processing)  # noqa: SLF001 - the library's own steps
+            projection._take_snapshots(processing)  # noqa: SLF001
+            projection.notify(processing.events)
+            projection._notify(recordings)  # noqa: SLF001
             idle = None
         else:
             idle = tracking

@@ -3,13 +3,14 @@ all or nothing, and a batch that another runner overlapped leaves nothing behind
 
 from __future__ import annotations
 
+from functools import singledispatchmethod
 from typing import Any
 
 import pytest
-from eventsourcing.application import Application
+from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import InfrastructureFactory, Tracking
-from eventsourcing.projection import Projection
+from eventsourcing.projection import EventSourcedProjection, Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import Environment, get_topic
 
@@ -135,3 +136,39 @@ def test_a_batch_overlapping_another_runners_is_read_again_and_nothing_applies_t
     assert reads == [4, 4]
     assert view.totals() == {"a": 9}
     assert view.max_tracking_id(app.name) == 10
+
+
+class Tally(Aggregate):
+    @event("Opened")
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class Tallies(EventSourcedProjection[Any]):
+    """An event-sourced projection: a Created counter opens a tally; a bump leads to nothing."""
+
+    topics = (get_topic(Counter.Created), get_topic(Counter.Bumped))
+
+    @singledispatchmethod
+    def policy(self, domain_event: Any, processing_event: ProcessingEvent[Any]) -> None:
+        pass
+
+    @policy.register
+    def _(self, created: Counter.Created, processing_event: ProcessingEvent[Any]) -> None:
+        processing_event.collect_events(Tally(created.name))
+
+
+def test_an_event_sourced_projection_records_its_new_events_and_the_idle_position_once_per_batch(stores, tmp_path):
+    app, _ = stores
+    bumps(app, 9)  # Created (1 new tally), then 9 bumps that lead to nothing
+    tallies = Tallies(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "t.db")})
+    idle_writes, insert_tracking = [], tallies.recorder.insert_tracking
+    tallies.recorder.insert_tracking = lambda tracking: (idle_writes.append(tracking), insert_tracking(tracking))
+    try:
+        assert catch_up(app, tallies) == 10
+        assert [t.notification_id for t in idle_writes] == [10]
+        assert tallies.recorder.max_tracking_id(app.name) == 10
+        assert len(tallies.recorder.select_notifications(start=None, limit=10)) == 1  # the one tally opened
+        assert catch_up(app, tallies) == 0
+    finally:
+        tallies.close()
