@@ -15,6 +15,7 @@ from domain.networks import DEVNET, KeyEnv
 
 DEFAULT_CONSOLE_URL = "http://127.0.0.1:8404"
 Containers = Callable[[], Any]
+Command = Callable[[Any, argparse.Namespace], int]
 
 
 def password_link(console_url: str, token: str) -> str:
@@ -75,18 +76,46 @@ def merchant_list(c: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def merchant_rate_limit(c: Any, args: argparse.Namespace) -> int:
-    c.merchants.set_rate_limit(args.name, args.per_minute)
-    c.refresh_accounts()
-    print(f"merchant {args.name}: {args.per_minute} requests per minute per key")
-    return 0
+def _changed(action: Callable[[Any, argparse.Namespace], Any], message: str) -> Command:
+    """A command that changes one fact: the application call, then the refreshed view, then one line saying what
+    changed (`message` formatted with the arguments and the call's `result`)."""
+
+    def run(c: Any, args: argparse.Namespace) -> int:
+        result = action(c.merchants, args)
+        c.refresh_accounts()
+        print(message.format(result=result, **vars(args)))
+        return 0
+    return run
 
 
-def merchant_discovery(c: Any, args: argparse.Namespace) -> int:
-    c.merchants.set_discovery(args.name, args.state == "on")
-    c.refresh_accounts()
-    print(f"merchant {args.name}: discovery {args.state}")
-    return 0
+def _listing(query: Callable[[Any], Callable[[str], list[Any]]], header: list[str],
+             row: Callable[[Any], list[Any]]) -> Command:
+    """A command that prints one table of a merchant's rows from the console view (brought up to date first)."""
+
+    def run(c: Any, args: argparse.Namespace) -> int:
+        merchant = c.merchants.get_merchant(args.merchant)
+        c.refresh_accounts()
+        _table([row(r) for r in query(c.console)(str(merchant.id))], header)
+        return 0
+    return run
+
+
+merchant_rate_limit = _changed(lambda m, a: m.set_rate_limit(a.name, a.per_minute),
+                               "merchant {name}: {per_minute} requests per minute per key")
+merchant_discovery = _changed(lambda m, a: m.set_discovery(a.name, a.state == "on"),
+                              "merchant {name}: discovery {state}")
+capability_disable = _changed(lambda m, a: m.disable_capability(a.merchant, a.id),
+                              "{merchant}: capability {id} disabled")
+domain_verify = _changed(lambda m, a: m.verify_domain(a.merchant, a.domain), "domain {domain} verified ({result})")
+domain_remove = _changed(lambda m, a: m.remove_domain(a.merchant, a.domain), "domain {domain} removed")
+
+key_list = _listing(lambda v: v.list_keys, ["prefix", "env", "label", "service", "created", "last used", "revoked"],
+                    lambda k: [k.prefix, k.env, k.label or "-", k.service or "-", k.created_at,
+                               k.last_used_at or "never", k.revoked_at or "-"])
+capability_list = _listing(lambda v: v.list_capabilities, ["id", "network", "scheme", "asset", "enabled"],
+                           lambda r: [r.id, r.network, r.scheme, r.asset, r.enabled_at])
+domain_list = _listing(lambda v: v.list_domains, ["domain", "status", "by", "TXT name", "TXT value"],
+                       lambda d: [d.domain, d.status, d.method or "-", d.dns_name, d.dns_value])
 
 
 def key_create(c: Any, args: argparse.Namespace) -> int:
@@ -95,15 +124,6 @@ def key_create(c: Any, args: argparse.Namespace) -> int:
     c.refresh_accounts()
     print(api_key)
     print(f"key {prefix}… created for {args.merchant}; it is shown once, store it now", file=sys.stderr)
-    return 0
-
-
-def key_list(c: Any, args: argparse.Namespace) -> int:
-    merchant = c.merchants.get_merchant(args.merchant)
-    c.refresh_accounts()
-    rows = [[k.prefix, k.env, k.label or "-", k.service or "-", k.created_at, k.last_used_at or "never",
-             k.revoked_at or "-"] for k in c.console.list_keys(str(merchant.id))]
-    _table(rows, ["prefix", "env", "label", "service", "created", "last used", "revoked"])
     return 0
 
 
@@ -133,21 +153,6 @@ def capability_enable(c: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def capability_list(c: Any, args: argparse.Namespace) -> int:
-    merchant = c.merchants.get_merchant(args.merchant)
-    c.refresh_accounts()
-    rows = [[r.id, r.network, r.scheme, r.asset, r.enabled_at] for r in c.console.list_capabilities(str(merchant.id))]
-    _table(rows, ["id", "network", "scheme", "asset", "enabled"])
-    return 0
-
-
-def capability_disable(c: Any, args: argparse.Namespace) -> int:
-    c.merchants.disable_capability(args.merchant, args.id)
-    c.refresh_accounts()
-    print(f"{args.merchant}: capability {args.id} disabled")
-    return 0
-
-
 def domain_add(c: Any, args: argparse.Namespace) -> int:
     found = c.merchants.add_domain(args.merchant, args.domain)
     c.refresh_accounts()
@@ -155,29 +160,6 @@ def domain_add(c: Any, args: argparse.Namespace) -> int:
     print(f"  DNS TXT record  {found.dns_name}  \"{found.dns_value}\"")
     print(f"  HTTPS file      {found.http_url}  containing {found.token}")
     print(f"then: paywarden domain verify --merchant {args.merchant} {found.domain}")
-    return 0
-
-
-def domain_verify(c: Any, args: argparse.Namespace) -> int:
-    method = c.merchants.verify_domain(args.merchant, args.domain)
-    c.refresh_accounts()
-    print(f"domain {args.domain} verified ({method})")
-    return 0
-
-
-def domain_list(c: Any, args: argparse.Namespace) -> int:
-    merchant = c.merchants.get_merchant(args.merchant)
-    c.refresh_accounts()
-    rows = [[d.domain, d.status, d.method or "-", d.dns_name, d.dns_value] for d in
-            c.console.list_domains(str(merchant.id))]
-    _table(rows, ["domain", "status", "by", "TXT name", "TXT value"])
-    return 0
-
-
-def domain_remove(c: Any, args: argparse.Namespace) -> int:
-    c.merchants.remove_domain(args.merchant, args.domain)
-    c.refresh_accounts()
-    print(f"domain {args.domain} removed")
     return 0
 
 

@@ -94,6 +94,40 @@ def test_merchants_and_keys_are_listed_without_secrets_and_revoked_by_whole_key_
     assert lines[key_prefix(first)].rstrip()[-1] == "Z"  # revoked at a time
 
 
+
+def test_each_account_change_says_what_changed_and_each_listing_shows_the_merchants_rows(data_dir, capsys):
+    main(["merchant", "create", "acme"])
+    capsys.readouterr()
+    assert main(["merchant", "set-rate-limit", "acme", "--per-minute", "42"]) == 0
+    assert capsys.readouterr().out == "merchant acme: 42 requests per minute per key\n"
+    assert main(["merchant", "discovery", "acme", "on"]) == 0
+    assert capsys.readouterr().out == "merchant acme: discovery on\n"
+    assert main(["merchant", "list"]) == 0
+    assert "42" in capsys.readouterr().out.splitlines()[1].split()
+
+    assert main(["capability", "list", "--merchant", "acme"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["id", "network", "scheme", "asset", "enabled"]
+    cap_id = row.split()[0]
+    assert row.split()[1:3] == [DEVNET.caip2, "exact"]
+    assert main(["capability", "disable", "--merchant", "acme", cap_id]) == 0
+    assert capsys.readouterr().out == f"acme: capability {cap_id} disabled\n"
+    assert main(["capability", "list", "--merchant", "acme"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == []
+
+    assert main(["domain", "add", "--merchant", "acme", "api.example.com"]) == 0
+    assert capsys.readouterr().out.startswith("domain api.example.com added (pending)")
+    assert main(["domain", "list", "--merchant", "acme"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split()[:3] == ["domain", "status", "by"] and rows[1].split()[:3] == ["api.example.com",
+                                                                                        "pending", "-"]
+    assert main(["domain", "remove", "--merchant", "acme", "api.example.com"]) == 0
+    assert capsys.readouterr().out == "domain api.example.com removed\n"
+    assert main(["domain", "list", "--merchant", "acme"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == []
+    assert main(["domain", "remove", "--merchant", "acme", "api.example.com"]) == 2  # refused: nothing printed
+    assert capsys.readouterr().out == ""
+
 def test_bad_capability_input_is_refused_and_an_unserved_network_warns_in_the_sandbox(data_dir, capsys):
     main(["merchant", "create", "acme"])
     assert main(["capability", "enable", "--merchant", "acme", "--network", DEVNET.caip2,
