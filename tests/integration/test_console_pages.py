@@ -92,3 +92,22 @@ def test_pages_need_a_login_and_another_merchants_objects_are_not_found(gateway)
     unknown = post(client, "/login", {"email": "nobody@beta.test", "password": "not it at all"})
     assert wrong.status_code == unknown.status_code == 401
     assert wrong.text.replace("owner@beta.test", "X") == unknown.text.replace("nobody@beta.test", "X")
+
+
+def test_a_domain_not_yet_published_is_a_409_on_the_domains_page_and_removing_it_says_so(gateway):
+    add_owner(gateway.container, "acme", "owner@acme.test")
+    client = console_client(gateway.container)
+    cookie, csrf = log_in(client, "owner@acme.test")
+    assert post(client, "/domains", {"csrf_token": csrf, "domain": "api.acme.test"}, cookie).status_code == 303
+
+    early = post(client, "/domains/api.acme.test/verify", {"csrf_token": csrf}, cookie)
+    assert early.status_code == 409 and "api.acme.test is not verified yet" in early.text
+    assert "<h2>Your domains</h2>" in early.text and 'data-domain="api.acme.test"' in early.text  # the page, again
+    assert post(client, "/domains/api.acme.test/publish", {"csrf_token": csrf}, cookie).status_code == 404
+
+    removed = post(client, "/domains/api.acme.test/remove", {"csrf_token": csrf}, cookie)
+    assert removed.status_code == 303 and removed.headers["Location"] == "/domains?done=removed"
+    page = client.simulate_get("/domains?done=removed", cookies={"pw_console_session": cookie})
+    assert "Domain removed." in page.text and 'data-domain="api.acme.test"' not in page.text
+    merchant_id = str(gateway.container.merchants.get_merchant("acme").id)
+    assert gateway.container.console.list_domains(merchant_id) == []

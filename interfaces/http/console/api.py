@@ -14,7 +14,7 @@ from domain.login import normalize_email
 from domain.merchant import UnknownObjectError
 from domain.networks import SCHEME_EXACT, KeyEnv
 from interfaces.http.common.ratelimit import client_ip
-from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.collaborators import Collaborators, Resource, mount
 from interfaces.http.console.security import NotLoggedIn
 from interfaces.http.console.sessions import COOKIE, Session
 from projections.console import CapabilityRow, DomainRow, KeyRow
@@ -104,6 +104,7 @@ class Login:
 
 
 class SessionResource:
+    route = "/api/v1/session"
     public = csrf_exempt = True  # logging in needs no session; logging out of none is harmless
 
     def __init__(self, login: Login) -> None:
@@ -119,9 +120,8 @@ class SessionResource:
         resp.status = falcon.HTTP_204
 
 
-class MeResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class MeResource(Resource):
+    route = "/api/v1/me"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         s = session_of(req)
@@ -130,9 +130,8 @@ class MeResource:
                       "discoveryEnabled": bool(merchant and merchant.discovery_enabled), "csrfToken": s.csrf}
 
 
-class KeysResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class KeysResource(Resource):
+    route = "/api/v1/keys"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"keys": [key_json(k) for k in self._c.console.list_keys(session_of(req).merchant_id)]}
@@ -146,9 +145,8 @@ class KeysResource:
         resp.status, resp.media = falcon.HTTP_201, {"key": api_key, **key_json(row)}
 
 
-class KeyResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class KeyResource(Resource):
+    route = "/api/v1/keys/{prefix}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
         s = session_of(req)
@@ -159,9 +157,8 @@ class KeyResource:
         resp.status = falcon.HTTP_204
 
 
-class CapabilitiesResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class CapabilitiesResource(Resource):
+    route = "/api/v1/capabilities"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         rows = self._c.console.list_capabilities(session_of(req).merchant_id)
@@ -176,9 +173,8 @@ class CapabilitiesResource:
         resp.status, resp.media = falcon.HTTP_201, {**capability_json(row), "warnings": enabled.warnings}
 
 
-class CapabilityResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class CapabilityResource(Resource):
+    route = "/api/v1/capabilities/{cap_id}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
         s = session_of(req)
@@ -187,9 +183,8 @@ class CapabilityResource:
         resp.status = falcon.HTTP_204
 
 
-class DomainsResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class DomainsResource(Resource):
+    route = "/api/v1/domains"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"domains": [domain_json(d) for d in self._c.console.list_domains(session_of(req).merchant_id)]}
@@ -203,9 +198,8 @@ class DomainsResource:
                       "value": found.dns_value}, "http": {"url": found.http_url, "body": found.token}}
 
 
-class DomainVerifyResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class DomainVerifyResource(Resource):
+    route = "/api/v1/domains/{domain}/verify"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
         method = self._c.merchants.verify_domain(session_of(req).merchant, domain)
@@ -213,9 +207,8 @@ class DomainVerifyResource:
         resp.media = {"status": "verified", "method": method}
 
 
-class DomainResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class DomainResource(Resource):
+    route = "/api/v1/domains/{domain}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
         self._c.merchants.remove_domain(session_of(req).merchant, domain)
@@ -223,9 +216,8 @@ class DomainResource:
         resp.status = falcon.HTTP_204
 
 
-class DiscoveryResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class DiscoveryResource(Resource):
+    route = "/api/v1/discovery"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         merchant = self._c.console.get_merchant(session_of(req).merchant_id)
@@ -255,17 +247,15 @@ def delist(c: Collaborators, merchant_id: str, listing: str) -> None:
     c.refresh_catalog()
 
 
-class ListingsResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class ListingsResource(Resource):
+    route = "/api/v1/listings"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"listings": own_listings(self._c, session_of(req).merchant_id)}
 
 
-class ListingResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class ListingResource(Resource):
+    route = "/api/v1/listings/{listing_id}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
         delist(self._c, session_of(req).merchant_id, listing_id)
@@ -273,16 +263,6 @@ class ListingResource:
 
 
 def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
-    prefix = "/api/v1"
-    app.add_route(f"{prefix}/session", SessionResource(login))
-    app.add_route(f"{prefix}/me", MeResource(c))
-    app.add_route(f"{prefix}/keys", KeysResource(c))
-    app.add_route(f"{prefix}/keys/{{prefix}}", KeyResource(c))
-    app.add_route(f"{prefix}/capabilities", CapabilitiesResource(c))
-    app.add_route(f"{prefix}/capabilities/{{cap_id}}", CapabilityResource(c))
-    app.add_route(f"{prefix}/domains", DomainsResource(c))
-    app.add_route(f"{prefix}/domains/{{domain}}", DomainResource(c))
-    app.add_route(f"{prefix}/domains/{{domain}}/verify", DomainVerifyResource(c))
-    app.add_route(f"{prefix}/discovery", DiscoveryResource(c))
-    app.add_route(f"{prefix}/listings", ListingsResource(c))
-    app.add_route(f"{prefix}/listings/{{listing_id}}", ListingResource(c))
+    mount(app, (SessionResource,), login)
+    mount(app, (MeResource, KeysResource, KeyResource, CapabilitiesResource, CapabilityResource, DomainsResource,
+                DomainResource, DomainVerifyResource, DiscoveryResource, ListingsResource, ListingResource), c)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import falcon
 
 from application.listings import Listings
 from application.merchants import Merchants
@@ -39,6 +41,22 @@ class Collaborators:
     def refresh_catalog(self) -> None:
         if self.listings is not None and self.catalog is not None:
             catch_up(self.listings, CatalogProjection(self.catalog))
+
+
+
+class Resource:
+    """Base of the console's resources: each answers from the collaborators it is built with, at its `route`."""
+
+    route = ""
+
+    def __init__(self, c: Collaborators) -> None:
+        self._c = c
+
+
+def mount(app: falcon.App, resources: Iterable[Any], *args: Any) -> None:
+    """Add each resource class at its `route`, built from `args` (the collaborators, and a page's templates)."""
+    for resource in resources:
+        app.add_route(resource.route, resource(*args))
 
 
 def from_container(container: Any, *, api_url: str = "") -> Collaborators:

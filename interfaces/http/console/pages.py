@@ -4,6 +4,7 @@ needed (console.js only adds a copy button)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from marshmallow import ValidationError
 from domain.merchant import MerchantConflictError, MerchantError, UnknownObjectError
 from domain.networks import NETWORKS, USDC_DECIMALS, KeyEnv, network
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
-from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.security import Throttled
 
 STATIC = Path(__file__).parent / "static"
@@ -45,12 +46,24 @@ def refusal(failure: Exception) -> tuple[str, dict[str, str], str]:
     return status, {}, str(failure)
 
 
+NOTICES = {
+    "revoked": "The key is revoked: requests with it are refused from now on.",
+    "enabled": "Capability enabled.",
+    "disabled": "Capability disabled.",
+    "added": "Domain added: publish the record below, then press Verify.",
+    "removed": "Domain removed.",
+    "discovery": "Discovery setting saved.",
+    "delisted": "The listing is removed from the catalog.",
+}
+
+
 class Page:
     """Base of the page resources: renders a template with the session and the navigation."""
 
     template = ""
     title = ""
     active = ""
+    notices: Mapping[str, str] = NOTICES  # ?done=<name> after a command: the line shown on the page it lands on
 
     def __init__(self, c: Collaborators, env: Environment) -> None:
         self._c, self._env = c, env
@@ -66,27 +79,20 @@ class Page:
     def context(self, req: falcon.Request) -> dict[str, Any]:
         return {}
 
+    def notice(self, req: falcon.Request) -> str | None:
+        done = req.get_param("done")
+        return self.notices.get(done) if done else None
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.render(req, resp, notice=req.get_param("done") and NOTICES.get(req.get_param("done")),
-                    **self.context(req))
+        self.render(req, resp, notice=self.notice(req), **self.context(req))
 
     def refused(self, req: falcon.Request, resp: falcon.Response, failure: Exception, form: dict[str, str]) -> None:
         status, errors, problem = refusal(failure)
         self.render(req, resp, status, errors=errors, problem=problem, form=form, **self.context(req))
 
 
-NOTICES = {
-    "revoked": "The key is revoked: requests with it are refused from now on.",
-    "enabled": "Capability enabled.",
-    "disabled": "Capability disabled.",
-    "added": "Domain added: publish the record below, then press Verify.",
-    "removed": "Domain removed.",
-    "discovery": "Discovery setting saved.",
-    "delisted": "The listing is removed from the catalog.",
-}
-
-
 class LoginPage(Page):
+    route = "/login"
     public = csrf_exempt = True
     template, title = "login.html", "Log in"
 
@@ -114,6 +120,7 @@ class LoginPage(Page):
 
 
 class LogoutPage(Page):
+    route = "/logout"
     public = True
 
     def __init__(self, c: Collaborators, env: Environment, login: Login) -> None:
@@ -126,6 +133,7 @@ class LogoutPage(Page):
 
 
 class PasswordPage(Page):
+    route = "/password"
     public = csrf_exempt = True  # the one-time token in the form is the proof
     template, title = "password.html", "Set your password"
 
@@ -160,6 +168,7 @@ def network_name(caip2: str) -> str:
 
 class OverviewPage(Page):
     """Today's figures and the last payments, from the payments read model (projections/payment_list.py)."""
+    route = "/"
 
     template, title, active = "overview.html", "Overview", "/"
 
@@ -177,7 +186,7 @@ class OverviewPage(Page):
 
 
 class KeysPage(Page):
-    template, title, active = "keys.html", "API keys", "/keys"
+    route, template, title, active = "/keys", "keys.html", "API keys", "/keys"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         services = self._c.proxies.list_services(req.context.session.merchant) if self._c.proxies else []
@@ -200,6 +209,8 @@ class KeysPage(Page):
 
 
 class KeyRevokePage(Page):
+    route = "/keys/{prefix}/revoke"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
         s = req.context.session
         if self._c.console.get_key(s.merchant_id, prefix) is None:
@@ -210,7 +221,7 @@ class KeyRevokePage(Page):
 
 
 class CapabilitiesPage(Page):
-    template, title, active = "capabilities.html", "Capabilities", "/capabilities"
+    route, template, title, active = "/capabilities", "capabilities.html", "Capabilities", "/capabilities"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         served = self._c.merchants.settings.served_networks
@@ -233,6 +244,8 @@ class CapabilitiesPage(Page):
 
 
 class CapabilityDisablePage(Page):
+    route = "/capabilities/{cap_id}/disable"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
         self._c.merchants.disable_capability(req.context.session.merchant, cap_id)
         self._c.refresh()
@@ -240,7 +253,7 @@ class CapabilityDisablePage(Page):
 
 
 class DomainsPage(Page):
-    template, title, active = "domains.html", "Domains", "/domains"
+    route, template, title, active = "/domains", "domains.html", "Domains", "/domains"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         return {"domains": self._c.console.list_domains(req.context.session.merchant_id)}
@@ -255,29 +268,30 @@ class DomainsPage(Page):
         raise falcon.HTTPSeeOther("/domains?done=added")
 
 
-class DomainVerifyPage(DomainsPage):
-    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:  # type: ignore[override]
+class DomainActionPage(DomainsPage):
+    """POST /domains/{domain}/verify|remove: one command; a conflict (not verifiable yet, still in use) is a 409 on
+    the domains page."""
+
+    route = "/domains/{domain}/{action}"
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str,  # type: ignore[override]
+                action: str) -> None:
+        command = {"verify": self._c.merchants.verify_domain, "remove": self._c.merchants.remove_domain}.get(action)
+        if command is None:
+            raise falcon.HTTPNotFound()
         try:
-            self._c.merchants.verify_domain(req.context.session.merchant, domain)
+            command(req.context.session.merchant, domain)
         except MerchantConflictError as failure:
-            return self.render(req, resp, falcon.HTTP_409, problem=f"{domain} is not verified yet: {failure}",
-                               **self.context(req))
+            problem = f"{domain} is not verified yet: {failure}" if action == "verify" else str(failure)
+            return self.render(req, resp, falcon.HTTP_409, problem=problem, **self.context(req))
         self._c.refresh()
+        if action == "remove":
+            raise falcon.HTTPSeeOther("/domains?done=removed")
         self.render(req, resp, notice=f"{domain} is verified.", **self.context(req))
 
 
-class DomainRemovePage(DomainsPage):
-    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:  # type: ignore[override]
-        try:
-            self._c.merchants.remove_domain(req.context.session.merchant, domain)
-        except MerchantConflictError as failure:
-            return self.render(req, resp, falcon.HTTP_409, problem=str(failure), **self.context(req))
-        self._c.refresh()
-        raise falcon.HTTPSeeOther("/domains?done=removed")
-
-
 class DiscoveryPage(Page):
-    template, title, active = "discovery.html", "Discovery", "/discovery"
+    route, template, title, active = "/discovery", "discovery.html", "Discovery", "/discovery"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         merchant_id = req.context.session.merchant_id
@@ -295,6 +309,8 @@ class DiscoveryPage(Page):
 
 
 class DelistPage(Page):
+    route = "/listings/{listing_id}/delist"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
         delist(self._c, req.context.session.merchant_id, listing_id)
         raise falcon.HTTPSeeOther("/discovery?done=delisted")
@@ -302,17 +318,7 @@ class DelistPage(Page):
 
 def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
     env = templates()
-    app.add_route("/login", LoginPage(c, env, login))
-    app.add_route("/logout", LogoutPage(c, env, login))
-    app.add_route("/password", PasswordPage(c, env))
-    app.add_route("/", OverviewPage(c, env))
-    app.add_route("/keys", KeysPage(c, env))
-    app.add_route("/keys/{prefix}/revoke", KeyRevokePage(c, env))
-    app.add_route("/capabilities", CapabilitiesPage(c, env))
-    app.add_route("/capabilities/{cap_id}/disable", CapabilityDisablePage(c, env))
-    app.add_route("/domains", DomainsPage(c, env))
-    app.add_route("/domains/{domain}/verify", DomainVerifyPage(c, env))
-    app.add_route("/domains/{domain}/remove", DomainRemovePage(c, env))
-    app.add_route("/discovery", DiscoveryPage(c, env))
-    app.add_route("/listings/{listing_id}/delist", DelistPage(c, env))
+    mount(app, (LoginPage, LogoutPage), c, env, login)
+    mount(app, (PasswordPage, OverviewPage, KeysPage, KeyRevokePage, CapabilitiesPage, CapabilityDisablePage,
+                DomainsPage, DomainActionPage, DiscoveryPage, DelistPage), c, env)
     app.add_static_route("/static", str(STATIC))

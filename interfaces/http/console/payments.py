@@ -21,7 +21,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate, valida
 
 from domain.networks import NETWORKS
 from interfaces.http.console.api import session_of
-from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.collaborators import Collaborators, Resource, mount
 from interfaces.http.console.pages import Page, money, network_name
 from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
 
@@ -120,9 +120,8 @@ def owned(view: PaymentListView, merchant_id: str, payment_id: str) -> PaymentRo
 # -- the JSON API ---------------------------------------------------------------------------------------------------
 
 
-class PaymentsResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class PaymentsResource(Resource):
+    route = "/api/v1/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         merchant_id, filters = session_of(req).merchant_id, query(req)
@@ -131,9 +130,8 @@ class PaymentsResource:
                       "nextCursor": cursor_of(page.items[-1]) if page.more else None}
 
 
-class PaymentResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class PaymentResource(Resource):
+    route = "/api/v1/payments/{payment_id}"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
         view = view_of(self._c)
@@ -149,7 +147,7 @@ def shown(value: Any) -> str:
 
 
 class PaymentsPage(Page):
-    template, title, active = "payments.html", "Payments", "/payments"
+    route, template, title, active = "/payments", "payments.html", "Payments", "/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = {k: v for k, v in req.params.items() if isinstance(v, str)}
@@ -169,7 +167,7 @@ class PaymentsPage(Page):
 
 
 class PaymentDetailPage(Page):
-    template, title, active = "payment.html", "Payment", "/payments"
+    route, template, title, active = "/payments/{payment_id}", "payment.html", "Payment", "/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:  # type: ignore[override]
         view = view_of(self._c)
@@ -179,7 +177,5 @@ class PaymentDetailPage(Page):
 
 
 def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
-    app.add_route("/api/v1/payments", PaymentsResource(c))
-    app.add_route("/api/v1/payments/{payment_id}", PaymentResource(c))
-    app.add_route("/payments", PaymentsPage(c, env))
-    app.add_route("/payments/{payment_id}", PaymentDetailPage(c, env))
+    mount(app, (PaymentsResource, PaymentResource), c)
+    mount(app, (PaymentsPage, PaymentDetailPage), c, env)

@@ -13,7 +13,7 @@ from domain.errors import DomainError
 from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
-from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.pages import Page, form_of, templates
 from interfaces.http.proxy.representation import route_json, service_json
 
@@ -35,7 +35,7 @@ def _refusal(failure: DomainError) -> tuple[str, dict[str, str], str]:
 
 
 class _ServicePage(Page):
-    active = "/services"
+    active, notices = "/services", NOTICES
 
     def __init__(self, c: Collaborators, env: Environment) -> None:
         super().__init__(c, env)
@@ -51,7 +51,7 @@ class _ServicePage(Page):
 
 
 class ServicesPage(_ServicePage):
-    template, title = "services.html", "Services"
+    route, template, title = "/services", "services.html", "Services"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         merchant = self.merchant(req)
@@ -60,9 +60,6 @@ class ServicesPage(_ServicePage):
         if self._proxies.sandbox and "localhost" not in domains:
             domains.append("localhost")  # sandbox: a backend on this machine, http://localhost:<port>
         return {"services": services, "domains": domains}
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.render(req, resp, notice=NOTICES.get(req.get_param("done") or ""), **self.context(req))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
@@ -82,7 +79,7 @@ class ServicesPage(_ServicePage):
 
 
 class ServicePage(_ServicePage):
-    template, title = "service.html", "Service"
+    route, template, title = "/services/{service_id}", "service.html", "Service"
 
     def context_of(self, req: falcon.Request, service_id: str) -> dict[str, Any]:
         service = self._proxies.get_service(self.merchant(req), service_id)
@@ -94,7 +91,7 @@ class ServicePage(_ServicePage):
             context = self.context_of(req, service_id)
         except ServiceNotFoundError:
             raise falcon.HTTPNotFound() from None
-        self.render(req, resp, notice=NOTICES.get(req.get_param("done") or ""), **context)
+        self.render(req, resp, notice=self.notice(req), **context)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         """The edit form: name and base URL (a new base URL regenerates the slug); upstream auth set or cleared."""
@@ -121,6 +118,8 @@ class ServicePage(_ServicePage):
 
 
 class ServiceActivePage(_ServicePage):
+    route = "/services/{service_id}/active"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         active = form_of(req).get("active") == "on"
         try:
@@ -131,6 +130,8 @@ class ServiceActivePage(_ServicePage):
 
 
 class ServiceDeletePage(ServicePage):
+    route = "/services/{service_id}/delete"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:  # type: ignore[override]
         try:
             self._proxies.delete_service(self.merchant(req), service_id)
@@ -142,6 +143,8 @@ class ServiceDeletePage(ServicePage):
 
 
 class RoutesPage(ServicePage):
+    route = "/services/{service_id}/routes"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:  # type: ignore[override]
         form = form_of(req)
         try:
@@ -167,6 +170,8 @@ class RoutesPage(ServicePage):
 
 
 class RouteDeletePage(_ServicePage):
+    route = "/services/{service_id}/routes/{route_id}/delete"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str, route_id: str) -> None:
         try:
             self._proxies.remove_route(self.merchant(req), service_id, route_id)
@@ -180,10 +185,5 @@ class RouteDeletePage(_ServicePage):
 def add_routes(app: falcon.App, c: Collaborators) -> None:
     if c.proxies is None:
         return
-    env = templates()
-    app.add_route("/services", ServicesPage(c, env))
-    app.add_route("/services/{service_id}", ServicePage(c, env))
-    app.add_route("/services/{service_id}/active", ServiceActivePage(c, env))
-    app.add_route("/services/{service_id}/delete", ServiceDeletePage(c, env))
-    app.add_route("/services/{service_id}/routes", RoutesPage(c, env))
-    app.add_route("/services/{service_id}/routes/{route_id}/delete", RouteDeletePage(c, env))
+    mount(app, (ServicesPage, ServicePage, ServiceActivePage, ServiceDeletePage, RoutesPage, RouteDeletePage), c,
+          templates())

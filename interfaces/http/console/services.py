@@ -17,6 +17,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from application.proxy_services import ProxyServices
 from interfaces.http.console.api import body, session_of
+from interfaces.http.console.collaborators import mount
 from interfaces.http.proxy.representation import route_json, service_json
 
 
@@ -66,6 +67,8 @@ class _Base:
 
 
 class ServicesResource(_Base):
+    route = "/api/v1/services"
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         merchant = session_of(req).merchant
         resp.media = {"services": [self._json(s) for s in self._proxies.list_services(merchant)]}
@@ -81,6 +84,8 @@ class ServicesResource(_Base):
 
 
 class ServiceResource(_Base):
+    route = "/api/v1/services/{service_id}"
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         resp.media = self._json(self._proxies.get_service(session_of(req).merchant, service_id))
 
@@ -114,6 +119,8 @@ class ServiceResource(_Base):
 
 
 class RoutesResource(_Base):
+    route = "/api/v1/services/{service_id}/routes"
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         service = self._proxies.get_service(session_of(req).merchant, service_id)
         resp.media = {"routes": [route_json(r) for r in service.routes.values()]}
@@ -130,6 +137,8 @@ class RoutesResource(_Base):
 
 
 class RouteResource(_Base):
+    route = "/api/v1/services/{service_id}/routes/{route_id}"
+
     def on_delete(self, req: falcon.Request, resp: falcon.Response, service_id: str, route_id: str) -> None:
         self._proxies.remove_route(session_of(req).merchant, service_id, route_id)
         resp.status = falcon.HTTP_204
@@ -138,8 +147,4 @@ class RouteResource(_Base):
 def add_routes(app: falcon.App, proxies: ProxyServices | None, proxy_url: str) -> None:
     if proxies is None:
         return
-    prefix = "/api/v1/services"
-    app.add_route(prefix, ServicesResource(proxies, proxy_url))
-    app.add_route(f"{prefix}/{{service_id}}", ServiceResource(proxies, proxy_url))
-    app.add_route(f"{prefix}/{{service_id}}/routes", RoutesResource(proxies, proxy_url))
-    app.add_route(f"{prefix}/{{service_id}}/routes/{{route_id}}", RouteResource(proxies, proxy_url))
+    mount(app, (ServicesResource, ServiceResource, RoutesResource, RouteResource), proxies, proxy_url)

@@ -18,7 +18,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from domain.webhook import EVENT_TYPES, WebhookError
 from interfaces.http.console.api import body, session_of
-from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.collaborators import Collaborators, Resource, mount
 from interfaces.http.console.pages import Page, form_of
 
 
@@ -43,9 +43,8 @@ class ReplaySchema(Schema):
 # -- the JSON API ---------------------------------------------------------------------------------------------------
 
 
-class WebhooksResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class WebhooksResource(Resource):
+    route = "/api/v1/webhooks"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"webhooks": self._c.webhooks.list(session_of(req).merchant)}
@@ -56,9 +55,8 @@ class WebhooksResource:
                                                                            command["events"])
 
 
-class WebhookResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class WebhookResource(Resource):
+    route = "/api/v1/webhooks/{endpoint_id}"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         resp.media = self._c.webhooks.get(session_of(req).merchant, endpoint_id)
@@ -72,43 +70,38 @@ class WebhookResource:
         resp.status = falcon.HTTP_204
 
 
-class RotateResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class RotateResource(Resource):
+    route = "/api/v1/webhooks/{endpoint_id}/rotate"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         resp.media = self._c.webhooks.rotate(session_of(req).merchant, endpoint_id)
 
 
-class TestEventResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class TestEventResource(Resource):
+    route = "/api/v1/webhooks/{endpoint_id}/test"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         resp.status, resp.media = falcon.HTTP_202, self._c.webhooks.test(session_of(req).merchant, endpoint_id)
 
 
-class DeliveriesResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class DeliveriesResource(Resource):
+    route = "/api/v1/webhooks/{endpoint_id}/deliveries"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         limit = req.get_param_as_int("limit", min_value=1, max_value=200) or 50
         resp.media = {"deliveries": self._c.webhooks.deliveries(session_of(req).merchant, endpoint_id, limit)}
 
 
-class ResendResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class ResendResource(Resource):
+    route = "/api/v1/webhooks/{endpoint_id}/deliveries/{msg_id}/resend"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, msg_id: str) -> None:
         resp.status = falcon.HTTP_202
         resp.media = self._c.webhooks.resend(session_of(req).merchant, endpoint_id, msg_id)
 
 
-class ReplayResource:
-    def __init__(self, c: Collaborators) -> None:
-        self._c = c
+class ReplayResource(Resource):
+    route = "/api/v1/webhooks/replay"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         s, command = session_of(req), body(req, ReplaySchema())
@@ -128,15 +121,20 @@ def events_of(req: falcon.Request) -> list[str]:
     return [chosen] if isinstance(chosen, str) else list(chosen)
 
 
+NOTICES = {"saved": "Saved.", "enabled": "Endpoint enabled: deliveries resume.",
+           "disabled": "Endpoint disabled: nothing is sent to it until you enable it.",
+           "test": "A webhook.test event is queued: it appears below once sent.",
+           "resent": "The message will be sent again now.", "deleted": "Endpoint deleted.",
+           "replayed": "Failed deliveries will be sent again now."}
+
+
 class WebhooksPage(Page):
-    template, title, active = "webhooks.html", "Webhooks", "/webhooks"
+    route, template, title, active = "/webhooks", "webhooks.html", "Webhooks", "/webhooks"
+    notices = NOTICES
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         return {"endpoints": self._c.webhooks.list(req.context.session.merchant), "event_types": EVENT_TYPES,
                 "chosen": ["payment.confirmed", "payment.failed"]}
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.render(req, resp, notice=NOTICES.get(req.get_param("done") or ""), **self.context(req))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form, events = form_of(req), events_of(req)
@@ -152,7 +150,8 @@ class WebhooksPage(Page):
 
 
 class WebhookPage(Page):
-    template, title, active = "webhook.html", "Webhook endpoint", "/webhooks"
+    route, template, title, active = "/webhooks/{endpoint_id}", "webhook.html", "Webhook endpoint", "/webhooks"
+    notices = NOTICES
 
     def endpoint_context(self, req: falcon.Request, endpoint_id: str) -> dict[str, Any]:
         merchant = req.context.session.merchant
@@ -166,8 +165,7 @@ class WebhookPage(Page):
                 "chosen": endpoint["events"]}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:  # type: ignore[override]
-        notice = NOTICES.get(req.get_param("done") or "")
-        self.render(req, resp, notice=notice, **self.endpoint_context(req, endpoint_id))
+        self.render(req, resp, notice=self.notice(req), **self.endpoint_context(req, endpoint_id))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         form, events = form_of(req), events_of(req)
@@ -184,15 +182,9 @@ class WebhookPage(Page):
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=saved")
 
 
-NOTICES = {"saved": "Saved.", "enabled": "Endpoint enabled: deliveries resume.",
-           "disabled": "Endpoint disabled: nothing is sent to it until you enable it.",
-           "test": "A webhook.test event is queued: it appears below once sent.",
-           "resent": "The message will be sent again now.", "deleted": "Endpoint deleted.",
-           "replayed": "Failed deliveries will be sent again now."}
-
-
 class WebhookActionPage(WebhookPage):
     """POST /webhooks/{id}/{action}: enable, disable, test, rotate, delete (each one command, then back)."""
+    route = "/webhooks/{endpoint_id}/{action}"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, action: str) -> None:  # type: ignore[override]
         merchant = req.context.session.merchant
@@ -214,12 +206,16 @@ class WebhookActionPage(WebhookPage):
 
 
 class ResendPage(WebhookPage):
+    route = "/webhooks/{endpoint_id}/deliveries/{msg_id}/resend"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, msg_id: str) -> None:  # type: ignore[override]
         self._c.webhooks.resend(req.context.session.merchant, endpoint_id, msg_id)
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=resent")
 
 
 class ReplayPage(WebhookPage):
+    route = "/webhooks/{endpoint_id}/replay"
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         form = form_of(req)
         try:
@@ -236,16 +232,6 @@ class ReplayPage(WebhookPage):
 def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
     if c.webhooks is None:
         return
-    prefix = "/api/v1/webhooks"
-    app.add_route(prefix, WebhooksResource(c))
-    app.add_route(f"{prefix}/replay", ReplayResource(c))
-    app.add_route(f"{prefix}/{{endpoint_id}}", WebhookResource(c))
-    app.add_route(f"{prefix}/{{endpoint_id}}/rotate", RotateResource(c))
-    app.add_route(f"{prefix}/{{endpoint_id}}/test", TestEventResource(c))
-    app.add_route(f"{prefix}/{{endpoint_id}}/deliveries", DeliveriesResource(c))
-    app.add_route(f"{prefix}/{{endpoint_id}}/deliveries/{{msg_id}}/resend", ResendResource(c))
-    app.add_route("/webhooks", WebhooksPage(c, env))
-    app.add_route("/webhooks/{endpoint_id}", WebhookPage(c, env))
-    app.add_route("/webhooks/{endpoint_id}/replay", ReplayPage(c, env))
-    app.add_route("/webhooks/{endpoint_id}/deliveries/{msg_id}/resend", ResendPage(c, env))
-    app.add_route("/webhooks/{endpoint_id}/{action}", WebhookActionPage(c, env))
+    mount(app, (WebhooksResource, ReplayResource, WebhookResource, RotateResource, TestEventResource,
+                DeliveriesResource, ResendResource), c)
+    mount(app, (WebhooksPage, WebhookPage, ReplayPage, ResendPage, WebhookActionPage), c, env)
