@@ -16,7 +16,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -74,6 +74,23 @@ def replay(app: Application, projection: Any, upto: int | None, on_event: Any = 
 
 
 @contextmanager
+def _views(env_of: Callable[[str], dict[str, str]]) -> Iterator[Any]:
+    """A function building an empty view of a class under a name, with `env_of(name)`; every view closed after."""
+    views: list[Any] = []
+
+    def build(name: str, view_class: type[Any]) -> Any:
+        view = InfrastructureFactory.construct(env=Environment(name, env_of(name))).tracking_recorder(view_class)
+        views.append(view)
+        return view
+
+    try:
+        yield build
+    finally:
+        for view in views:
+            view.datastore.close()
+
+
+@contextmanager
 def scratch(config: Config) -> Iterator[Any]:
     """A function building a fresh, empty view of a given class in a scratch place, removed afterwards."""
     if is_postgres(config.database_url):
@@ -85,37 +102,21 @@ def scratch(config: Config) -> Iterator[Any]:
                        user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, autocommit=True)
         with psycopg.connect(**connect) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
-        views: list[Any] = []
-
-        def build_pg(name: str, view_class: type[Any]) -> Any:
-            scratch_env = {**env, "POSTGRES_SCHEMA": schema,
-                           "PERSISTENCE_MODULE": "interfaces.audit.rebuild:ScratchPostgresFactory"}
-            view = InfrastructureFactory.construct(env=Environment(name, scratch_env)).tracking_recorder(view_class)
-            views.append(view)
-            return view
-
+        scratch_env = {**env, "POSTGRES_SCHEMA": schema,
+                       "PERSISTENCE_MODULE": "interfaces.audit.rebuild:ScratchPostgresFactory"}
         try:
-            yield build_pg
+            with _views(lambda name: scratch_env) as build:
+                yield build
         finally:
-            for view in views:
-                view.datastore.close()
             with psycopg.connect(**connect) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
         return
     directory = Path(tempfile.mkdtemp(prefix="paywarden-rebuild-"))
-    sqlite_views: list[Any] = []
-
-    def build_sqlite(name: str, view_class: type[Any]) -> Any:
-        env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(directory / f"{name}.db")}
-        view = InfrastructureFactory.construct(env=Environment(name, env)).tracking_recorder(view_class)
-        sqlite_views.append(view)
-        return view
-
     try:
-        yield build_sqlite
+        with _views(lambda name: {"PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                                  "SQLITE_DBNAME": str(directory / f"{name}.db")}) as build:
+            yield build
     finally:
-        for view in sqlite_views:
-            view.datastore.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -26,6 +26,15 @@ def _print_history(events: list[dict[str, Any]], as_json: bool) -> None:
         print(render(events))
 
 
+def _found(events: list[dict[str, Any]], args: argparse.Namespace, missing: str) -> int:
+    """Print a history (1 and `paywarden: <missing>` on stderr when it has no event)."""
+    if not events:
+        print(f"paywarden: {missing}", file=sys.stderr)
+        return 1
+    _print_history(events, args.json)
+    return 0
+
+
 def payment(args: argparse.Namespace) -> int:
     from interfaces.audit.history import history, payment_ids
     from projections.payment_list import PaymentListProjection
@@ -46,12 +55,7 @@ def merchant(args: argparse.Namespace) -> int:
     from interfaces.audit.history import history
 
     c = _container()
-    events = history(c.merchants, merchant_id(args.name))
-    if not events:
-        print(f"paywarden: no merchant {args.name}", file=sys.stderr)
-        return 1
-    _print_history(events, args.json)
-    return 0
+    return _found(history(c.merchants, merchant_id(args.name)), args, f"no merchant {args.name}")
 
 
 def aggregate(args: argparse.Namespace) -> int:
@@ -74,11 +78,7 @@ def aggregate(args: argparse.Namespace) -> int:
             events.extend(history(app, wanted))
         finally:
             app.close()
-    if not events:
-        print(f"paywarden: no events of {args.id}", file=sys.stderr)
-        return 1
-    _print_history(events, args.json)
-    return 0
+    return _found(events, args, f"no events of {args.id}")
 
 
 def rebuild(args: argparse.Namespace) -> int:
