@@ -118,6 +118,15 @@ def bench_proxy(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def base_url_arguments(parser: Any, domain_help: str) -> None:
+    """The service's base URL and upstream auth, the same on create and update."""
+    parser.add_argument("--domain", help=domain_help)
+    parser.add_argument("--subdomain", help="the subdomain in the service's base URL")
+    parser.add_argument("--path-suffix", help="the path after the domain in the service's base URL")
+    parser.add_argument("--port", type=int, help="sandbox localhost only: the upstream port")
+    parser.add_argument("--upstream-auth", metavar="HEADER", help="inject HEADER; its value is read from stdin")
+
+
 def add_commands(commands: Any) -> None:
     from interfaces.cli.bench_proxy import add_arguments
 
@@ -125,47 +134,40 @@ def add_commands(commands: Any) -> None:
     add_arguments(bench)
     bench.set_defaults(func=bench_proxy)
 
+    def command(group: Any, name: str, func: Any, help: str, *positionals: tuple[str, str],
+                of_service: bool = False) -> Any:
+        """One subcommand on a merchant's services or routes: its positional arguments, then --merchant (and
+        --service for a service's routes)."""
+        sub = group.add_parser(name, help=help)
+        for argument, text in positionals:
+            sub.add_argument(argument, help=text)
+        sub.add_argument("--merchant", required=True, help="the merchant's name")
+        if of_service:
+            sub.add_argument("--service", required=True, help="the service's id")
+        sub.set_defaults(func=func)
+        return sub
+
+    one = ("id", "the service's id")
     service = commands.add_parser("service", help="proxy services").add_subparsers(dest="action", required=True)
-    create = service.add_parser("create", help="register a service behind the proxy")
-    create.add_argument("--merchant", required=True, help="the merchant's name")
+    create = command(service, "create", service_create, "register a service behind the proxy")
     create.add_argument("--name", required=True, help="the service's name")
-    create.add_argument("--domain", help="a verified domain (default: the only one); localhost in sandbox mode")
-    create.add_argument("--subdomain", help="the subdomain in the service's base URL")
-    create.add_argument("--path-suffix", help="the path after the domain in the service's base URL")
-    create.add_argument("--port", type=int, help="sandbox localhost only")
-    create.add_argument("--upstream-auth", metavar="HEADER", help="inject HEADER; its value is read from stdin")
+    base_url_arguments(create, "a verified domain (default: the only one); localhost in sandbox mode")
     create.add_argument("--slug", help="operator only: a custom slug")
-    create.set_defaults(func=service_create)
-    listing = service.add_parser("list", help="a merchant's services")
-    listing.add_argument("--merchant", required=True, help="the merchant's name")
-    listing.set_defaults(func=service_list)
-    show = service.add_parser("show", help="one service")
-    show.add_argument("id", help="the service's id")
-    show.add_argument("--merchant", required=True, help="the merchant's name")
-    show.set_defaults(func=service_show)
-    update = service.add_parser("update", help="rename, (de)activate, move, set upstream auth or body limit")
-    update.add_argument("id", help="the service's id")
-    update.add_argument("--merchant", required=True, help="the merchant's name")
+    command(service, "list", service_list, "a merchant's services")
+    command(service, "show", service_show, "one service", one)
+    update = command(service, "update", service_update, "rename, (de)activate, move, set upstream auth or body limit",
+                     one)
     update.add_argument("--name", help="the new name")
     update.add_argument("--active", choices=("on", "off"), help="on or off: whether the proxy serves it")
-    update.add_argument("--domain", help="move it to another verified domain")
-    update.add_argument("--subdomain", help="the subdomain in the service's base URL")
-    update.add_argument("--path-suffix", help="the path after the domain in the service's base URL")
-    update.add_argument("--port", type=int, help="sandbox localhost only: the upstream port")
-    update.add_argument("--upstream-auth", metavar="HEADER", help="inject HEADER; its value is read from stdin")
+    base_url_arguments(update, "move it to another verified domain")
     update.add_argument("--clear-upstream-auth", action="store_true", help="stop injecting the upstream auth header")
     update.add_argument("--body-limit", type=int, help="request body limit in bytes (default 65536)")
-    update.set_defaults(func=service_update)
-    delete = service.add_parser("delete", help="delete a service (its routes first)")
-    delete.add_argument("id", help="the service's id")
-    delete.add_argument("--merchant", required=True, help="the merchant's name")
-    delete.set_defaults(func=service_delete)
+    command(service, "delete", service_delete, "delete a service (its routes first)", one)
 
     route = commands.add_parser("route", help="priced routes of a service").add_subparsers(dest="action",
                                                                                            required=True)
-    add = route.add_parser("add", help="price a route (x402 pattern syntax: *, [param], :param, /*)")
-    add.add_argument("--merchant", required=True, help="the merchant's name")
-    add.add_argument("--service", required=True, help="the service's id")
+    add = command(route, "add", route_add, "price a route (x402 pattern syntax: *, [param], :param, /*)",
+                  of_service=True)
     add.add_argument("--method", default="GET", help="HTTP method (default GET)")
     add.add_argument("--path", required=True, help="the route's path pattern")
     add.add_argument("--price", type=int, required=True, help="atomic units (1 USDC = 1000000)")
@@ -178,13 +180,5 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--settle", choices=("after", "before"), default="after",
                      help="settle after the upstream answers (default) or before forwarding")
     add.add_argument("--bazaar", help="discovery metadata as JSON")
-    add.set_defaults(func=route_add)
-    rl = route.add_parser("list", help="a service's routes")
-    rl.add_argument("--merchant", required=True, help="the merchant's name")
-    rl.add_argument("--service", required=True, help="the service's id")
-    rl.set_defaults(func=route_list)
-    rd = route.add_parser("delete", help="delete a route")
-    rd.add_argument("route_id", help="the route's id")
-    rd.add_argument("--merchant", required=True, help="the merchant's name")
-    rd.add_argument("--service", required=True, help="the service's id")
-    rd.set_defaults(func=route_delete)
+    command(route, "list", route_list, "a service's routes", of_service=True)
+    command(route, "delete", route_delete, "delete a route", ("route_id", "the route's id"), of_service=True)
