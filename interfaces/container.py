@@ -51,7 +51,7 @@ PAYMENTS_STORE = "payments"
 # the projection applies those events again (docs/performance.md). Not the accounts (a revocation must hold at
 # once, even after a power cut), the console (key last-use times are not events), the webhook outbox (delivery
 # state) nor the audit log (signed checkpoints).
-DERIVED_VIEWS = ("payment_list", "merchant_activity")
+DERIVED_VIEWS = ("payment_list", "merchant_activity", "result_cache")
 
 
 def store_env(config: Config, name: str) -> dict[str, str]:

@@ -7,8 +7,8 @@ worker) blocked while the disk answers. The payments store runs at `synchronous=
 WAL (in the operating system's page cache) before the request answers, so a crash of the process loses nothing;
 only a crash of the operating system or a power cut can lose the last commits, and never corrupts the database.
 What such a loss can and cannot do is the `DurableSends` barrier's business, below, and docs/performance.md's.
-The read models rebuilt from events alone (`DERIVED_VIEWS` in container.py: the payments list and the merchant
-activity) run at `NORMAL` too: a lost commit loses its tracking record with it, and the events are applied again.
+The read models rebuilt from events alone (`DERIVED_VIEWS` in container.py: the payments list, the merchant
+activity and the terminal result cache) run at `NORMAL` too: a lost commit loses its tracking record with it, and the events are applied again.
 Every other store (merchants and their keys, webhooks, proxy services, listings, the accounts, console, webhook
 outbox and audit log views) keeps `FULL`.
 """
