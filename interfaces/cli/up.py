@@ -131,7 +131,8 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
     base_url = f"http://{args.host}:{args.port}"
     proxy_url = f"http://{args.host}:{args.proxy_port}"
     _spawn(children, lambda: _serve(config, args, rpc_url, fee_payer_paths, hosted))
-    _wait_ready(base_url, api_key, children[0])
+    _wait_answer(f"{base_url}/supported", 200, children[0], f"the API on {base_url}",
+                 headers={"Authorization": f"Bearer {api_key}"})
     info = {
         "base_url": base_url, "rpc_url": rpc_url, "faucet_url": f"{rpc_url}/faucet", "network": DEVNET.caip2,
         "usdc_mint": DEVNET.usdc_mint, "fee_payers": fee_payers, "fee_payer_keypair_paths": fee_payer_paths,
@@ -332,21 +333,23 @@ def _serve(config: Config, args: argparse.Namespace, rpc_url: str, keypairs: lis
                             preexec_fn=_die_with_parent)  # noqa: PLW1509 - only a prctl call
 
 
-def _wait_ready(base_url: str, api_key: str, child: subprocess.Popen) -> None:
+def _wait_answer(url: str, status: int, child: subprocess.Popen, what: str,
+                 headers: dict[str, str] | None = None) -> None:
+    """Poll `url` until it answers `status`, 60 s at most; a signal stops the wait, the child `what` runs in exiting
+    ends it."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and _Signals.received is None:
         if child.poll() is not None:
-            raise ConfigError(f"the API exited at start-up with status {child.returncode}")
+            raise ConfigError(f"{what} exited at start-up with status {child.returncode}")
         try:
-            if httpx.get(f"{base_url}/supported", headers={"Authorization": f"Bearer {api_key}"},
-                         timeout=2).status_code == 200:
+            if httpx.get(url, headers=headers, timeout=2).status_code == status:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
     if _Signals.received is not None:
         raise Stopped(_Signals.received)
-    raise ConfigError(f"the API did not answer on {base_url} within 60 s")
+    raise ConfigError(f"{what} did not answer within 60 s")
 
 
 def _demo(args: argparse.Namespace, base_url: str, api_key: str, pay_to: str, servers: list[Any]) -> str:
@@ -399,17 +402,8 @@ def _demo_proxy(config: Config, args: argparse.Namespace, proxy_url: str, pay_to
     finally:
         container.close()
     url = f"{proxy_url}/{slug}/weather"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and _Signals.received is None and child.poll() is None:
-        try:
-            if httpx.get(url, timeout=2).status_code == 402:
-                return url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    if _Signals.received is not None:
-        raise Stopped(_Signals.received)
-    raise ConfigError(f"the proxy did not answer on {proxy_url} within 60 s")
+    _wait_answer(url, 402, child, f"the proxy on {proxy_url}")
+    return url
 
 
 def _announce(info: dict[str, Any], as_json: bool) -> None:
