@@ -106,11 +106,11 @@ class SqlResultCacheView(SqlView, ResultCacheView):
     def get(self, key: str, operation: str) -> dict[str, Any] | None:
         rows = self.rows("SELECT entry FROM result_cache_results WHERE idempotency_key = ? AND operation = ?",
                          (key, operation))
-        return _loads(rows[0][0]) if rows else None
+        return load_entry(rows[0][0]) if rows else None
 
     def payment(self, payment_id: str) -> dict[str, Any] | None:
         rows = self.rows("SELECT facts FROM result_cache_payments WHERE payment_id = ?", (payment_id,))
-        return _loads(rows[0][0]) if rows else None
+        return load_entry(rows[0][0]) if rows else None
 
     def record(self, tracking: Tracking, *, payment_id: str | None = None, payment: dict[str, Any] | None = None,
                results: Mapping[tuple[str, str], dict[str, Any]] | None = None) -> None:
@@ -136,7 +136,9 @@ def _dumps(value: dict[str, Any]) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def _loads(raw: str | bytes | None) -> dict[str, Any] | None:
+def load_entry(raw: str | bytes | None) -> dict[str, Any] | None:
+    """A stored entry of the result cache (SQL row or Redis value): its dict, or None when absent or unreadable (a
+    miss, never an error)."""
     if raw is None:
         return None
     try:

@@ -26,7 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from application.ports import DISCOVERY_TTL_SECONDS
-from projections.results import ResultCacheView
+from projections.results import ResultCacheView, load_entry
 
 PREFIX = "paywarden"
 RESULT_TTL_SECONDS = 24 * 3600
@@ -100,7 +100,7 @@ class RedisResultCache:
         except redis.RedisError as down:
             log.debug("result cache unavailable (%s): answering from the event store", down)
             return None
-        return _loads(raw)
+        return load_entry(raw)
 
 
 class RedisAdmission:
@@ -125,7 +125,7 @@ return {'', 0}
         name, token = lock_key(key), secrets.token_hex(16)
         raw, held = self._admit(keys=[result_key(key, operation), name],
                                 args=[token, max(1, int(ttl_seconds * 1000))])
-        cached = _loads(raw) if raw else None
+        cached = load_entry(raw) if raw else None
         try:
             yield cached, bool(held)
         finally:
@@ -157,7 +157,7 @@ return 1
         self.record(tracking)
 
     def payment(self, payment_id: str) -> dict[str, Any] | None:
-        return _loads(self._client.get(self._payment_key(payment_id)))
+        return load_entry(self._client.get(self._payment_key(payment_id)))
 
     def record(self, tracking: Tracking, *, payment_id: str | None = None, payment: dict[str, Any] | None = None,
                results: Mapping[tuple[str, str], dict[str, Any]] | None = None) -> None:
@@ -178,16 +178,6 @@ return 1
     @staticmethod
     def _payment_key(payment_id: str) -> str:
         return f"{PREFIX}:result_cache:payment:{payment_id}"
-
-
-def _loads(raw: bytes | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 class RedisQueryCache:
