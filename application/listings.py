@@ -44,7 +44,7 @@ MERCHANT_PREFIX = "merchant:"
 class StoredPayments:
     """`ReceivedPayments` read from the Payments event store: payment events never change once recorded."""
 
-    def __init__(self, payments: Application) -> None:
+    def __init__(self, payments: Application[UUID]) -> None:
         self._events = payments.repository.event_store
 
     def get_received(self, payment_id: UUID) -> Payment.Received | None:
@@ -116,7 +116,7 @@ class Listings(EventSourcedProjection[UUID]):
     def delist(self, listing: UUID, owner: str) -> None:
         """The owner's command (console): the catalog drops the listing. Unknown and not-owned read alike."""
         try:
-            found = self.repository.get(listing)
+            found: DiscoveryListing = self.repository.get(listing)
         except AggregateNotFoundError:
             raise ListingOwnershipError(f"no listing {listing}") from None
         found.delist(owner)
@@ -158,9 +158,10 @@ class Listings(EventSourcedProjection[UUID]):
     def _validate(self, payment: VerifiedPayment) -> tuple[str, ListingDetails]:
         details = parse_info(payment.extensions.get("bazaar"), registered=payment.registered,
                              production=self._production)
-        if not (payment.resource or {}).get("url"):
+        url = (payment.resource or {}).get("url")
+        if not url:
             raise DiscoveryInvalidError(Reason.MISSING_RESOURCE, "the payment payload names no resource.url")
-        resource = parse_resource_url(payment.resource["url"], production=self._production)
+        resource = parse_resource_url(url, production=self._production)
         # provider.url follows the resource URL's rules: an invalid one skips the registration (docs/discovery.md).
         for link in (resource, provider_url(details, production=self._production)):
             if self._production and link is not None and not link.is_address:

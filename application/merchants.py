@@ -125,7 +125,7 @@ def challenge(domain: str, token: str) -> DomainChallenge:
     return DomainChallenge(domain, token, challenge_name(domain), challenge_value(token), challenge_url(domain, token))
 
 
-class Merchants(Application):
+class Merchants(Application[UUID]):
     def __init__(self, env: dict[str, str] | None = None, *, settings: MerchantSettings | None = None,
                  hasher: PasswordHasher | None = None, challenges: DomainChallenges | None = None,
                  suffixes: PublicSuffixes | None = None, usage: DomainUsage | None = None) -> None:
@@ -172,7 +172,7 @@ class Merchants(Application):
         check_password(password)
         login_hex, _, _ = token.partition(".")
         try:
-            login = self.repository.get(UUID(hex=login_hex))
+            login: OwnerLogin = self.repository.get(UUID(hex=login_hex))
         except (ValueError, AggregateNotFoundError):
             raise MerchantConflictError("this password link is not valid (used, replaced or expired)",
                                         field="token") from None

@@ -27,7 +27,7 @@ class VerifyOutcome:
     invalid_message: str | None = None
 
     @classmethod
-    def invalid(cls, code: Code | str, payer: str | None = None, details: dict | None = None,
+    def invalid(cls, code: Code | str, payer: str | None = None, details: dict[str, Any] | None = None,
                 message: str | None = None) -> VerifyOutcome:
         return cls(is_valid=False, payer=payer, invalid_reason=str(code), simulation_details=details,
                    invalid_message=message or str(code))

@@ -71,7 +71,7 @@ class Settings:
     lock_margin_seconds: float = 30.0
 
 
-class Payments(Application):
+class Payments(Application[UUID]):
     """Verify and settle x402 `exact` payments; every transition is an event of a `Payment`."""
 
     def __init__(self, env: dict[str, str] | None = None, *, chains: Chains, fee_payers: FeePayers,

@@ -70,7 +70,7 @@ class Match:
     route: Route
 
 
-class ProxyServices(Application):
+class ProxyServices(Application[uuid.UUID]):
     def __init__(self, env: dict[str, str] | None = None, *, merchants: MerchantDirectory | None = None,
                  secrets: Secrets | None = None, sandbox: bool = True,
                  domains: Callable[[Any], set[str]] = verified_domains) -> None:
@@ -207,7 +207,7 @@ class ProxyServices(Application):
         """The console's `DomainUsage` port: how many of the merchant's live services have their base URL on
         `domain` (a verified domain cannot be removed while one does)."""
         try:
-            index = self.repository.get(services_index_id(merchant_uuid))
+            index: MerchantServices = self.repository.get(services_index_id(merchant_uuid))
         except AggregateNotFoundError:
             return 0
         found = [self._load(i) for i in index.service_ids]

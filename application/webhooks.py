@@ -44,7 +44,7 @@ def generate_secret(length: int = SECRET_LENGTH) -> str:
     return format_secret(secrets.token_bytes(length))
 
 
-class Webhooks(Application):
+class Webhooks(Application[UUID]):
     def __init__(self, env: dict[str, str] | None = None, *, cipher: SecretCipher, resolver: Resolver,
                  production: bool = False, overlap: timedelta = ROTATION_OVERLAP) -> None:
         super().__init__(env)

@@ -160,7 +160,7 @@ class Payment(Aggregate):
 
     def confirm(self, *, answered: bool, request_key: str | None = None) -> None:
         """The chain confirmed the transaction; `answered` when a settle request answers success with it."""
-        if self.state is not PaymentState.SUBMITTED:
+        if self.state is not PaymentState.SUBMITTED or self.signature is None:
             raise PaymentStateError(self.id, self.state, "be confirmed")
         self._confirm(signature=self.signature, answered=answered, request_key=request_key if answered else None)
 

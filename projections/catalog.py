@@ -207,6 +207,6 @@ def list_resources(view: CatalogView, kind: str | None = None, tags: tuple[str, 
 
 def rebuild(listings: Application, view: CatalogView) -> int:
     """Fill an empty catalog view from the Listings event store, from the first event; return how many."""
-    if view.max_tracking_id(listings.name) is not None:  # type: ignore[attr-defined]
+    if view.max_tracking_id(listings.name) is not None:
         raise ValueError("rebuild needs an empty catalog view")
     return catch_up(listings, CatalogProjection(view))

@@ -24,7 +24,7 @@ from domain.payment import Payment
 from projections.sql import SqlView, values
 
 # Each payment event and the state it records (Received creates the row).
-STATES = {
+STATES: dict[type[Any], str] = {
     Payment.Received: "RECEIVED", Payment.Approved: "APPROVED", Payment.Rejected: "REJECTED",
     Payment.SettlementSubmitted: "SUBMITTED", Payment.Confirmed: "CONFIRMED", Payment.Failed: "FAILED",
 }

@@ -13,12 +13,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, OperationalError, Tracking
+from eventsourcing.persistence import InterfaceError, OperationalError, Tracking, TrackingRecorder
 from eventsourcing.utils import retry
 
 
-class SqlView:
-    """Mixin over `SQLiteTrackingRecorder` / `PostgresTrackingRecorder` (a PostgreSQL view sets `paramstyle`)."""
+class SqlView(TrackingRecorder):
+    """A tracking recorder's SQL, over `SQLiteTrackingRecorder` / `PostgresTrackingRecorder` (the concrete view
+    subclasses one of them; a PostgreSQL view sets `paramstyle`)."""
 
     paramstyle = "qmark"
     tables: Sequence[str] = ()
