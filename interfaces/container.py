@@ -140,25 +140,28 @@ def fund_fee_payers(sandbox: Any, addresses: Sequence[str]) -> None:
 
 @dataclass
 class Container:
+    """Every collaborator a configuration asks for; all are built by `build` (only `sandbox`, `redis` and the
+    SQL result cache depend on the configuration)."""
+
     config: Config
     payments: Payments
     merchants: Merchants
     accounts: AccountsView
     chains: Chains
     fee_payers: KeypairFeePayers
-    sandbox: Any = None
+    listings: Listings  # discovery: follows approved payments, records listings
+    catalog: CatalogView  # discovery: the catalog read model, fed by the listings
+    discovery_cache: QueryCache
+    webhooks: Webhooks  # merchants' webhook endpoints
+    webhooks_view: WebhooksView  # their read model and the outbox (projections/webhooks.py)
+    proxies: ProxyServices  # the transparent proxy's services and routes
+    payment_list: PaymentListView  # the payments read model (console, audit, GET /v1/payments)
+    console: ConsoleView  # the console read model (keys, logins, domains; last use of keys)
+    key_usage: KeyUsage  # records the last use of API keys (interfaces/adapters/key_usage.py)
+    service_scopes: ServiceScopesView  # proxy services and routes, for keys scoped to a service
+    sandbox: Any = None  # the in-process sandbox chain (interfaces/sandbox/chain.py) in sandbox mode
     redis: Any = None  # the Redis client when PAYWARDEN_REDIS_URL is set
-    listings: Listings | None = None  # discovery: follows approved payments, records listings
-    catalog: CatalogView | None = None  # discovery: the catalog read model, fed by the listings
-    discovery_cache: QueryCache | None = None
-    webhooks: Any = None  # application.webhooks.Webhooks: merchants' webhook endpoints
-    webhooks_view: WebhooksView | None = None  # their read model and the outbox (projections/webhooks.py)
-    proxies: ProxyServices | None = None  # the transparent proxy's services and routes
-    payment_list: PaymentListView | None = None  # the payments read model (console, audit, GET /v1/payments)
-    console: ConsoleView | None = None  # the console read model (keys, logins, domains; last use of keys)
-    key_usage: Any = None  # records the last use of API keys (interfaces/adapters/key_usage.py)
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
-    service_scopes: ServiceScopesView | None = None  # proxy services and routes, for keys scoped to a service
 
     def refresh_accounts(self) -> int:
         """Bring the accounts (with scoped keys' services and routes) and console views up to date now (the CLI
@@ -167,11 +170,8 @@ class Container:
         done = catch_up(self.merchants, AccountsProjection(self.accounts))
         if self.accounts.on_change is not None:
             self.accounts.on_change()
-        if self.proxies is not None and self.service_scopes is not None:  # what scoped keys are checked against
-            done += catch_up(self.proxies, ServiceScopesProjection(self.service_scopes))
-        if self.console is not None:
-            done += catch_up(self.merchants, ConsoleProjection(self.console))
-        return done
+        done += catch_up(self.proxies, ServiceScopesProjection(self.service_scopes))  # scoped keys' services
+        return done + catch_up(self.merchants, ConsoleProjection(self.console))
 
     def key_lookup(self) -> CachedAccounts:
         """The API's key lookup: the accounts view cached in this process, dropped when the view changes (pushed
@@ -187,25 +187,14 @@ class Container:
     def close(self) -> None:
         self.payments.close()
         self.merchants.close()
-        self.accounts.datastore.close()
-        if self.listings is not None:
-            self.listings.close()
-        if self.catalog is not None:
-            self.catalog.datastore.close()
-        if self.webhooks is not None:
-            self.webhooks.close()
-        if self.webhooks_view is not None:
-            self.webhooks_view.datastore.close()
-        if self.proxies is not None:
-            self.proxies.close()
-        if self.payment_list is not None:
-            self.payment_list.datastore.close()
-        if self.console is not None:
-            self.console.datastore.close()
+        self.listings.close()
+        self.webhooks.close()
+        self.proxies.close()
+        for view in (self.accounts, self.catalog, self.webhooks_view, self.payment_list, self.console,
+                     self.service_scopes):
+            view.datastore.close()
         if self.result_cache is not None:
             self.result_cache.datastore.close()
-        if self.service_scopes is not None:
-            self.service_scopes.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -249,14 +238,14 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed; keys' services
     console = build_view(config, "console", SqliteConsoleView)
 
-    return Container(config, payments, merchants, accounts, chains, fee_payers, sandbox, redis=redis,
-                     listings=listings, catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks,
-                     webhooks_view=webhooks_view, proxies=proxies, payment_list=payment_list, console=console,
-                     key_usage=KeyUsage(console), result_cache=result_cache,
-                     service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView))
+    return Container(config, payments, merchants, accounts, chains, fee_payers, listings=listings, catalog=catalog,
+                     discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view, proxies=proxies,
+                     payment_list=payment_list, console=console, key_usage=KeyUsage(console),
+                     service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView), sandbox=sandbox,
+                     redis=redis, result_cache=result_cache)
 
 
-def build_webhooks(config: Config, resolver: Resolver) -> tuple[Any, WebhooksView]:
+def build_webhooks(config: Config, resolver: Resolver) -> tuple[Webhooks, WebhooksView]:
     webhooks = Webhooks(store_env(config, "webhooks"), cipher=build_secret_box(config), resolver=resolver,
                         production=not config.sandbox)
     return webhooks, build_view(config, "webhooks_outbox", SqliteWebhooksView)

@@ -52,7 +52,7 @@ class AuditLogView(SqlView):
 
     def record_checkpoint(self, size: int, note: str, recorded_at: str) -> bool:
         """Keep a signed checkpoint; False when one of that size is kept already."""
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql("SELECT 1 FROM audit_checkpoints WHERE size = ?"), (size,))
             if c.fetchall():
                 return False

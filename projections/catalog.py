@@ -60,7 +60,7 @@ class CatalogView(SqlView):
             where.append("EXISTS (SELECT 1 FROM catalog_tags t WHERE t.listing_id = l.listing_id AND t.tag = ?)")
             params.append(tag)
         condition = " AND ".join(where)
-        with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=False) as c:
             c.execute(self.sql(f"SELECT COUNT(*) FROM catalog_listings l WHERE {condition}"), tuple(params))
             total = values(c.fetchone())[0]
             c.execute(self.sql(f"SELECT l.item FROM catalog_listings l WHERE {condition} "

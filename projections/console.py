@@ -172,7 +172,7 @@ class ConsoleView(SqlView):
         statement = ("INSERT INTO console_key_usage VALUES (?, ?) ON CONFLICT (prefix) DO UPDATE SET "
                      "last_used_at = excluded.last_used_at WHERE excluded.last_used_at > "
                      "console_key_usage.last_used_at")
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql(statement), (prefix, iso(at)))
 
 

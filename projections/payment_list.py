@@ -163,7 +163,7 @@ class PaymentListView(SqlView):
         if after is not None:
             page_condition += " AND (received_at < ? OR (received_at = ? AND payment_id > ?))"
             page_params += [after[0], after[0], after[1]]
-        with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=False) as c:
             c.execute(self.sql(f"SELECT COUNT(*) FROM payment_list WHERE {condition}"), tuple(params))
             total = int(values(c.fetchone())[0])
             c.execute(self.sql(f"SELECT {', '.join(COLUMNS)} FROM payment_list WHERE {page_condition} "

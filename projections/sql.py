@@ -23,6 +23,7 @@ class SqlView(TrackingRecorder):
 
     paramstyle = "qmark"
     tables: Sequence[str] = ()
+    datastore: Any  # the SQLite or PostgreSQL datastore of the recorder this view is
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -46,7 +47,7 @@ class SqlView(TrackingRecorder):
             yield _Cursor(batch, self)
             self._insert_tracking(batch, tracking)  # type: ignore[attr-defined]
             return
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             yield _Cursor(c, self)
             self._insert_tracking(c, tracking)  # type: ignore[attr-defined]
 
@@ -58,7 +59,7 @@ class SqlView(TrackingRecorder):
         if local.cursor is not None:  # already in a batch: part of it
             yield
             return
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             local.cursor = c
             try:
                 yield
@@ -77,10 +78,10 @@ class SqlView(TrackingRecorder):
     @retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         if self.paramstyle == "format":  # one autocommit statement: no BEGIN/ROLLBACK round trips
-            with self.datastore.get_connection() as conn, conn.cursor() as c:  # type: ignore[attr-defined]
+            with self.datastore.get_connection() as conn, conn.cursor() as c:
                 c.execute(self.sql(statement), tuple(params))
                 return [values(row) for row in c.fetchall()]
-        with self.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=False) as c:
             c.execute(self.sql(statement), tuple(params))
             return [values(row) for row in c.fetchall()]
 

@@ -95,7 +95,7 @@ class WebhooksView(SqlView):
         until the lease ends. Returned oldest event first."""
         token, exclude = uuid.uuid4().hex, exclude or []
         skip = f"AND d.endpoint_id NOT IN ({', '.join('?' for _ in exclude)}) " if exclude else ""
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql(
                 "UPDATE webhook_deliveries SET lease_until = ?, lease_token = ? WHERE (msg_id, endpoint_id) IN ("
                 "SELECT d.msg_id, d.endpoint_id FROM webhook_deliveries d JOIN webhook_endpoints e "
@@ -121,7 +121,7 @@ class WebhooksView(SqlView):
         """Record the attempt, and (if this worker still holds the lease) the delivery's new state: delivered,
         failed for good (`next_attempt_at` None), or pending again. False when the lease was lost meanwhile."""
         status = DELIVERED if attempt.outcome == "delivered" else PENDING if next_attempt_at is not None else FAILED
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql("INSERT INTO webhook_attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                       (uuid.uuid4().hex, claimed.msg_id, claimed.endpoint_id, now, attempt.status_code,
                        attempt.outcome, attempt.latency_ms, attempt.response[:RESPONSE_EXCERPT],
@@ -139,7 +139,7 @@ class WebhooksView(SqlView):
     def enqueue_test(self, endpoint: Endpoint, payload: str, msg_id: str, now: float) -> None:
         """A `webhook.test` message to one endpoint, whatever it subscribes to."""
         merchant_id = _merchant_id(self, endpoint.id)
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql("INSERT INTO webhook_messages VALUES (?, ?, ?, ?, ?)"),
                       (msg_id, merchant_id, "webhook.test", now, payload))
             c.execute(self.sql("INSERT INTO webhook_deliveries VALUES (?, ?, ?, 0, ?, NULL, NULL, ?, NULL)"),
@@ -147,7 +147,7 @@ class WebhooksView(SqlView):
 
     def resend(self, endpoint_id: str, msg_id: str, now: float) -> bool:
         """Deliver one message to the endpoint again, now, with a fresh retry schedule."""
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql("UPDATE webhook_deliveries SET status = ?, attempts = 0, next_attempt_at = ?, "
                                "finished_at = NULL WHERE msg_id = ? AND endpoint_id = ? AND status <> ?"),
                       (PENDING, now, msg_id, endpoint_id, CANCELLED))
@@ -158,7 +158,7 @@ class WebhooksView(SqlView):
         if not endpoint_ids:
             return 0
         marks = ", ".join("?" for _ in endpoint_ids)
-        with self.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql(f"UPDATE webhook_deliveries SET status = ?, attempts = 0, next_attempt_at = ?, "
                                f"finished_at = NULL WHERE status = ? AND created_at >= ? AND endpoint_id IN ({marks})"),
                       (PENDING, now, FAILED, since, *endpoint_ids))

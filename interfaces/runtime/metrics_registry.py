@@ -91,5 +91,5 @@ def exposition(extra: Collector) -> tuple[bytes, str]:
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(_Scrape([registry, extra])), CONTENT_TYPE_LATEST  # type: ignore[arg-type]
-    return generate_latest(_Scrape([REGISTRY, extra])), CONTENT_TYPE_LATEST  # type: ignore[arg-type]
+        return generate_latest(_Scrape([registry, extra])), CONTENT_TYPE_LATEST
+    return generate_latest(_Scrape([REGISTRY, extra])), CONTENT_TYPE_LATEST
