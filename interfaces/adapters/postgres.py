@@ -82,7 +82,8 @@ def _redacted(url: str) -> str:
 @contextmanager
 def schema_lock(datastore: postgres.PostgresDatastore) -> Iterator[None]:
     """Hold the schema advisory lock on a connection of its own (the pool's are busy creating the tables)."""
-    kwargs: dict[str, Any] = {k: v for k, v in dict(datastore.pool.kwargs or {}).items() if k != "row_factory"}
+    pool_kwargs = datastore.pool.kwargs if isinstance(datastore.pool.kwargs, dict) else {}
+    kwargs: dict[str, Any] = {k: v for k, v in pool_kwargs.items() if k != "row_factory"}
     with psycopg.connect(**kwargs, autocommit=True, connect_timeout=10) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
         try:

@@ -149,7 +149,7 @@ class AuditLog:
             for (_, application, position, _), line in zip(entries, lines, strict=True):
                 if line is None and missing is None:
                     raise EntryError(f"{application}/{position} is in the log but no longer in the event store")
-                if line is None:
+                if line is None and missing is not None:
                     missing.append(f"{application}/{position}")
                     continue
                 events.write(line + b"\n")
@@ -181,7 +181,7 @@ class AuditLog:
 
     def unlogged(self) -> list[str]:
         """Stored events at or below the log's position in their application that the log does not hold."""
-        positions, missing = self.view.positions(), []
+        positions, missing = self.view.positions(), list[str]()
         logged = {(a, p) for _, a, p, _ in self.view.entries(self.view.size())}
         for name, app in sorted(self.applications().items()):
             top = positions.get(name)

@@ -116,7 +116,7 @@ class Api:
 
     def __init__(self, base_url: str, api_key: str, timeout: float) -> None:
         parts = urlsplit(base_url)
-        self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path.rstrip("/")
+        self._host, self._port, self._prefix = parts.hostname or "", parts.port, parts.path.rstrip("/")
         self._https, self._timeout = parts.scheme == "https", timeout
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self._conn: http.client.HTTPConnection | None = None
@@ -191,7 +191,7 @@ def sign_payments(payer: Keypair, count: int, *, fee_payer: str, network: str, p
                     "extra": {"feePayer": fee_payer}}
     bodies = []
     for _ in range(count):
-        tx = build_exact_payment(payer, fee_payer=fee_payer, mint=requirements["asset"], pay_to=pay_to,
+        tx = build_exact_payment(payer, fee_payer=fee_payer, mint=NETWORKS[network].usdc_mint, pay_to=pay_to,
                                  amount=amount, blockhash=blockhash)
         bodies.append(json.dumps({
             "x402Version": 2,
@@ -243,7 +243,8 @@ def drive(bodies: Sequence[bytes], *, base_url: str, api_key: str, op: str, conc
 
     def client() -> None:
         api = Api(base_url, api_key, timeout)
-        latencies, answers = [], Counter()
+        latencies: list[float] = []
+        answers: Counter[str] = Counter()
         finished = False
         while True:
             with lock:

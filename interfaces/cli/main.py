@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from application.merchants import MerchantError
+from domain.merchant import MerchantError
 from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
 from interfaces.config import ConfigError, default_data_dir, load_config

@@ -9,8 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from application.merchants import MerchantError
-from domain.merchant import KEY_PATTERN, key_prefix
+from domain.merchant import KEY_PATTERN, MerchantError, key_prefix
 from domain.networks import DEVNET, KeyEnv
 
 DEFAULT_CONSOLE_URL = "http://127.0.0.1:8404"

@@ -175,7 +175,8 @@ class _Rpc:
         return outcome.signature
 
     def rpc_getSignatureStatuses(self, signatures: list, config: dict | None = None) -> dict:
-        search, slot, statuses = bool(_config(config).get("searchTransactionHistory")), self._sandbox.slot, []
+        search, slot = bool(_config(config).get("searchTransactionHistory")), self._sandbox.slot
+        statuses: list[dict[str, Any] | None] = []
         for signature in _list(signatures, 256):
             landed = self._sandbox.transaction(str(signature))
             # Without a history search a node answers from its status cache of recent blockhashes only.

@@ -48,7 +48,8 @@ def read_body(req: falcon.Request) -> bytes:
         if req.get_header("Transfer-Encoding"):
             raise WireError(Code.INVALID_PAYLOAD, falcon.HTTP_411, "send the body with a Content-Length")
         return b""
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:  # the server decodes the chunks and ends the stream; read it a bounded piece at a time
         chunk = req.stream.read(min(READ_CHUNK, MAX_BODY_BYTES + 1 - total))
         if not chunk:

@@ -1,9 +1,10 @@
 """Errors mapped once, to SPEC.md's statuses and DESIGN.md's bodies, for every HTTP app.
 
 `refusal` maps each domain and application error to its status, code and field: 404 for what is unknown (or
-another merchant's), 409 for a conflict with the current state, 400 for any other rule. `register` installs the
-handlers every app shares (those errors, falcon's HTTP errors, and the unexpected 500, logged with the request id);
-an app passes the `Respond` that writes its body (the console's pages answer in HTML) and adds its own handlers.
+another merchant's), 409 for a conflict with the current state, 400 for any other rule. `register_common` installs
+the handlers every app shares (those errors, falcon's HTTP errors, and the unexpected 500, logged with the request id);
+an app passes the `Respond` that writes its body (the console's pages answer in HTML) and adds its own handlers
+(the facilitator's are in `interfaces/http/facilitator/errors.py`).
 On verify and settle every failure keeps that endpoint's response shape (VerifyResponse / SettleResponse);
 elsewhere the body is {"error": code, "message": text, "field"?}.
 """
@@ -17,9 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import falcon
-from marshmallow import ValidationError
 
-from application.errors import KeyEnvironmentError
 from application.merchants import DomainNotVerifiedError, MerchantNotFoundError
 from application.proxy_services import ServiceNotFoundError
 from application.webhooks import WebhookNotFoundError
@@ -31,9 +30,6 @@ from domain.proxy_service import ProxyServiceConflictError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
 from domain.webhook import WebhookError
-from interfaces.http.common.auth import OutOfScope, Unauthorized
-from interfaces.http.common.ratelimit import RateLimited
-from interfaces.http.facilitator.schemas import classify
 
 log = logging.getLogger("paywarden.http")
 
@@ -119,42 +115,7 @@ def schema_message(messages: object, prefix: str = "") -> str:
     return f"{prefix}: {messages}" if prefix else str(messages)
 
 
-def _wire_error(req: falcon.Request, resp: falcon.Response, ex: WireError, params: dict) -> None:
-    operation = getattr(req.context, "operation", None)
-    resp.status = ex.status
-    resp.media = payment_body(operation, ex.code, ex.message)
-
-
-def _validation_error(req: falcon.Request, resp: falcon.Response, ex: ValidationError, params: dict) -> None:
-    operation = getattr(req.context, "operation", None)
-    code = str(classify(ex.messages)) if operation else "invalid_request"
-    resp.status = falcon.HTTP_400
-    resp.media = payment_body(operation, code, schema_message(ex.messages))
-
-
-def _unauthorized(req: falcon.Request, resp: falcon.Response, ex: Unauthorized, params: dict) -> None:
-    resp.status = falcon.HTTP_401
-    resp.media = {"error": ex.code, "message": ex.message}
-    resp.set_header("WWW-Authenticate", 'Bearer realm="paywarden"')
-
-
-def _out_of_scope(req: falcon.Request, resp: falcon.Response, ex: OutOfScope, params: dict) -> None:
-    resp.status = falcon.HTTP_400
-    resp.media = payment_body(getattr(req.context, "operation", None), str(Code.INVALID_PAYMENT_REQUIREMENTS), str(ex))
-
-
-def _key_environment(req: falcon.Request, resp: falcon.Response, ex: KeyEnvironmentError, params: dict) -> None:
-    _unauthorized(req, resp, Unauthorized("key_environment_mismatch", str(ex)), params)
-
-
-def _rate_limited(req: falcon.Request, resp: falcon.Response, ex: RateLimited, params: dict) -> None:
-    req.context.rate_limit_scope = ex.scope
-    resp.status = falcon.HTTP_429
-    resp.media = {"error": "rate_limited", "message": f"{ex}; retry in {ex.retry_after} s"}
-    resp.set_header("Retry-After", str(ex.retry_after))
-
-
-def _handlers(answer: Respond, http_answer: Respond) -> dict[type[BaseException], Callable[..., None]]:
+def _handlers(answer: Respond, http_answer: Respond) -> dict[type[Exception], Callable[..., None]]:
     """The handlers every app shares, answering through `answer` (falcon's HTTP errors through `http_answer`)."""
 
     def refused(req: falcon.Request, resp: falcon.Response, ex: DomainError, params: Any) -> None:
@@ -162,15 +123,14 @@ def _handlers(answer: Respond, http_answer: Respond) -> dict[type[BaseException]
         answer(req, resp, r.status, r.code, r.message, r.field)
 
     def http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: Any) -> None:
-        http_answer(req, resp, ex.status, (ex.title or "error").lower().replace(" ", "_"),
+        http_answer(req, resp, str(ex.status), (ex.title or "error").lower().replace(" ", "_"),
                     ex.description or ex.title or "", None)
-        for name, value in (ex.headers or {}).items():
-            resp.set_header(name, value)
+        resp.set_headers(ex.headers or {})
 
     def unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any) -> None:
         if isinstance(ex, falcon.HTTPStatus):  # a redirect or a bare status: falcon's own answer
             raise ex
-        operation = getattr(req.context, "operation", None)
+        operation = getattr(req.context, "operation", None) or ""
         code = {"verify": Code.UNEXPECTED_VERIFY_ERROR, "settle": Code.UNEXPECTED_SETTLE_ERROR}.get(operation)
         request_id = getattr(req.context, "request_id", None) or uuid.uuid4().hex
         log.exception("unexpected error", extra={"request_id": request_id, "path": req.path})
@@ -185,14 +145,3 @@ def register_common(app: falcon.App, answer: Respond = respond, http_answer: Res
     """The handlers every HTTP app shares (Falcon picks the most specific class of each exception)."""
     for exception, handler in _handlers(answer, http_answer).items():
         app.add_error_handler(exception, handler)
-
-
-def register(app: falcon.App) -> None:
-    """The facilitator's handlers: the shared ones, and the edge's own refusals."""
-    register_common(app)
-    app.add_error_handler(WireError, _wire_error)
-    app.add_error_handler(ValidationError, _validation_error)
-    app.add_error_handler(Unauthorized, _unauthorized)
-    app.add_error_handler(OutOfScope, _out_of_scope)
-    app.add_error_handler(KeyEnvironmentError, _key_environment)
-    app.add_error_handler(RateLimited, _rate_limited)

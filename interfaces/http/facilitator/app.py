@@ -5,11 +5,11 @@ from __future__ import annotations
 import falcon
 
 from interfaces.container import Container
-from interfaces.http.common import errors
 from interfaces.http.common.auth import Authenticator, AuthMiddleware
 from interfaces.http.common.ratelimit import FailedAuthLimit, RateLimiter, RateLimitMiddleware
 from interfaces.http.common.requestlog import RequestLogMiddleware
 from interfaces.http.discovery.resources import DiscoveryResourcesResource
+from interfaces.http.facilitator import errors
 from interfaces.http.facilitator.payment_history import PaymentResource
 from interfaces.http.facilitator.payments import SettleResource, SupportedResource, VerifyResource
 from interfaces.http.ops.health import HealthzResource, ReadyzResource

@@ -148,7 +148,7 @@ def build_document(*, anonymous: bool = False) -> dict[str, Any]:
                          ("SupportedResponse", SupportedResponseSchema), ("DiscoveryResponse", DiscoveryResponseSchema),
                          ("Health", HealthSchema), ("Readiness", ReadinessSchema), ("Payment", PaymentSchema)):
         spec.components.schema(name, schema=schema)
-    security = [{"bearerAuth": []}, *([{}] if anonymous else [])]
+    security: list[dict[str, list[str]]] = [{"bearerAuth": []}, *([{}] if anonymous else [])]
     body = {"required": True, "content": {"application/json": {"schema": _ref("PaymentRequest")}}}
     summaries = {"verify": "Verify a payment without executing it on chain",
                  "settle": "Verify a payment and execute it on chain"}

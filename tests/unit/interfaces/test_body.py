@@ -7,8 +7,8 @@ import falcon
 import pytest
 from falcon import testing
 
-from interfaces.http.common import errors
 from interfaces.http.common.body import MAX_JSON_DEPTH, depth, parse_json, read_json
+from interfaces.http.facilitator import errors
 
 
 class Echo:

@@ -18,8 +18,8 @@ from domain.proxy_service import ProxyServiceError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
 from domain.webhook import WebhookError
-from interfaces.http.common import errors
 from interfaces.http.console import errors as console_errors
+from interfaces.http.facilitator import errors
 
 CASES = [
     (DomainError("a rule"), 400, "invalid_request", None),
