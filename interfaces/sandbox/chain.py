@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from solders.account import Account
 from solders.clock import Clock
@@ -49,7 +49,8 @@ FAUCET_LAMPORTS = 10**15
 _TOKEN_ACCOUNT_LEN = 165
 
 
-class TokenBalance(NamedTuple):
+@dataclass(frozen=True)
+class TokenBalance:  # a NamedTuple's `index` field would shadow tuple.index
     index: int
     mint: str
     owner: str
@@ -208,7 +209,9 @@ class Sandbox:
         pre, pre_tokens = self._balances(keys)
         result = self._svm.send_transaction(tx)
         failed = isinstance(result, FailedTransactionMetadata)
-        meta, err = (result.meta(), _err_json(result)) if failed else (result, None)
+        meta: Any
+        meta, err = (result.meta(), _err_json(result)) if isinstance(result, FailedTransactionMetadata) else (
+            result, None)
         # LiteSVM keeps what paid its fee (success or an instruction error); what it refused never landed.
         if failed and self._svm.get_transaction(tx.signatures[0]) is None:
             return _outcome(tx, meta, err)

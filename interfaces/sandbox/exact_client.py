@@ -72,6 +72,7 @@ def sign_as_client(
     lookup_tables: Sequence[AddressLookupTableAccount] = (),
 ) -> VersionedTransaction:
     """Compile and sign with `signers`; the fee payer's slot (and any signer not given) stays default."""
+    message: MessageV0 | Message
     if version == "v0":
         message = MessageV0.try_compile(fee_payer, list(instructions), list(lookup_tables), blockhash)
     else:

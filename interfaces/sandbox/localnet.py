@@ -16,7 +16,7 @@ import socketserver
 import threading
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 import falcon
@@ -45,8 +45,10 @@ class RpcResource:
         except ValueError:
             answer: Any = {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": None}
         else:
-            handle, batch = self._rpc.handle, isinstance(payload, list) and payload  # [] is invalid
-            answer = [handle(one) for one in payload] if batch else handle(payload or None)
+            if isinstance(payload, list) and payload:  # a batch ([] is invalid)
+                answer = [self._rpc.handle(one) for one in payload]
+            else:
+                answer = self._rpc.handle(payload or None)
         resp.content_type, resp.text = falcon.MEDIA_JSON, json.dumps(answer)
 
 
@@ -74,6 +76,8 @@ class FaucetResource:
             raise FaucetRequestError("the body must be a JSON object")
         address = body.get("address")
         try:
+            if not isinstance(address, str):
+                raise TypeError(address)
             Pubkey.from_string(address)
         except (ValueError, TypeError):
             raise FaucetRequestError("address must be a base58 Solana address") from None
@@ -145,11 +149,14 @@ class QuietHandler(WSGIRequestHandler):
                 return
             if not self.raw_requestline or not self.parse_request():
                 return
-            handler = ServerHandler(self.rfile, self.wfile, self.get_stderr(), self.get_environ(),
-                                    multithread=True)
-            handler.request_handler = self
+            # typeshed gaps: rfile is the IO[bytes] wsgiref reads; request_handler is its logging back-pointer.
+            handler = ServerHandler(self.rfile, self.wfile, self.get_stderr(),  # type: ignore[arg-type]
+                                    self.get_environ(), multithread=True)
+            handler.request_handler = self  # type: ignore[attr-defined]
             handler.http_version = "1.1"
-            handler.run(self.server.get_app())
+            app = cast(WSGIServer, self.server).get_app()
+            assert app is not None, "the localnet server always has its app"
+            handler.run(app)
             if self.close_connection:
                 return
 
@@ -182,7 +189,7 @@ class LocalnetServer:
         self._httpd.shutdown()
 
     def _tick(self) -> None:
-        while not self._stopped.wait(self._slot_ms / 1000):
+        while self._slot_ms and not self._stopped.wait(self._slot_ms / 1000):
             self.sandbox.advance()
 
 

@@ -71,6 +71,13 @@ class Exchange:
     payment_hash: str = ""
     started: float = 0.0
 
+    @property
+    def matched(self) -> tuple[ProxyService, Route]:
+        """The service and route the request matched; every step after the match has them."""
+        if self.service is None or self.route is None:
+            raise RuntimeError("the request has not matched a route yet")
+        return self.service, self.route
+
 
 class ProxyApp:
     def __init__(self, proxies: ProxyServices, payments: Any, merchants: Any, fee_payers: Any,
@@ -137,7 +144,7 @@ class ProxyApp:
             return self._deliver(x, earlier, body, terms, start_response)
         verdict = self._payments.verify(client, payload, terms)
         if not verdict.is_valid:
-            raise self._payment_required(x.route, terms, url, verdict.invalid_reason or "invalid_payment")
+            raise self._payment_required(x.matched[1], terms, url, verdict.invalid_reason or "invalid_payment")
         upstream = self._forward(x, body)
         if upstream.status >= 400:
             return self._pass(x, upstream, None, start_response)  # a 4xx is the upstream's answer; no charge
@@ -149,9 +156,9 @@ class ProxyApp:
         if not outcome.success:
             upstream.close()
             self._unsettled(x, outcome, terms, url)
-        if not self._proxies.commit_delivery(x.payment_hash, str(x.service.id), x.route.id):
+        if not self._proxies.commit_delivery(x.payment_hash, str(x.matched[0].id), x.matched[1].id):
             upstream.close()
-            raise self._payment_required(x.route, terms, url, "duplicate_settlement")
+            raise self._payment_required(x.matched[1], terms, url, "duplicate_settlement")
         return self._pass(x, upstream, outcome, start_response)
 
     def _settle_first(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements, url: str,
@@ -172,7 +179,7 @@ class ProxyApp:
         if payment is None or not (payment.is_settled or payment.is_pending or payment.state.name == "FAILED"):
             return None
         if self._proxies.delivered(x.payment_hash):
-            raise self._payment_required(x.route, terms, url, "duplicate_settlement")
+            raise self._payment_required(x.matched[1], terms, url, "duplicate_settlement")
         if payment.is_settled:
             return SettleOutcome(success=True, transaction=payment.signature, network=payment.network,
                                  payer=payment.payer)
@@ -185,8 +192,8 @@ class ProxyApp:
     def _deliver(self, x: Exchange, outcome: SettleOutcome, body: bytes, terms: Requirements,
                  start_response: StartResponse) -> Iterable[bytes]:
         """Forward a request whose payment is settled; once per payment."""
-        if not self._proxies.commit_delivery(x.payment_hash, str(x.service.id), x.route.id):
-            raise self._payment_required(x.route, terms, self._gateway_url(x), "duplicate_settlement")
+        if not self._proxies.commit_delivery(x.payment_hash, str(x.matched[0].id), x.matched[1].id):
+            raise self._payment_required(x.matched[1], terms, self._gateway_url(x), "duplicate_settlement")
         return self._pass(x, self._forward(x, body), outcome, start_response)
 
     def _unsettled(self, x: Exchange, outcome: SettleOutcome, terms: Requirements, url: str) -> None:
@@ -197,15 +204,16 @@ class ProxyApp:
                               "message": "the payment is on its way; retry with the same PAYMENT-SIGNATURE"},
                         [("Retry-After", str(RETRY_AFTER_SECONDS)), ("PAYMENT-RESPONSE", response),
                          ("Cache-Control", "no-store")], outcome="pending")
-        raise self._payment_required(x.route, terms, url, outcome.error_reason or "settle_failed",
+        raise self._payment_required(x.matched[1], terms, url, outcome.error_reason or "settle_failed",
                                      [("PAYMENT-RESPONSE", response)])
 
     # -- upstream -----------------------------------------------------------------------------------------
 
     def _forward(self, x: Exchange, body: bytes) -> OutboundResponse:
         query = str(x.environ.get("QUERY_STRING") or "")
-        url = x.service.base_url.rstrip("/") + x.path + (f"?{query}" if query else "")
-        headers = upstream_headers(request_headers(x.environ), x.payment_hash, self._proxies.upstream_auth(x.service))
+        service, route = x.matched
+        url = service.base_url.rstrip("/") + x.path + (f"?{query}" if query else "")
+        headers = upstream_headers(request_headers(x.environ), x.payment_hash, self._proxies.upstream_auth(service))
         started = time.perf_counter()
         try:
             response = self._outbound.request(x.method, url, headers, body if body or x.method not in (
@@ -213,7 +221,7 @@ class ProxyApp:
         except OutboundError as failed:
             metrics.upstream_error(x, failed.reason)
             raise Reply(502, {"error": failed.reason, "message": "the service's backend did not answer; "
-                              "no payment was taken" if x.route.settle == "after" else
+                              "no payment was taken" if route.settle == "after" else
                               "the service's backend did not answer"}, outcome="upstream_failed") from None
         finally:
             metrics.upstream_latency(x, time.perf_counter() - started)
@@ -222,7 +230,7 @@ class ProxyApp:
             metrics.upstream_error(x, f"status_{response.status}")
             raise Reply(502, {"error": "upstream_error", "status": response.status,
                               "message": "the service's backend failed; no payment was taken"
-                              if x.route.settle == "after" else "the service's backend failed"},
+                              if route.settle == "after" else "the service's backend failed"},
                         outcome="upstream_failed")
         return response
 
@@ -301,7 +309,7 @@ class ProxyApp:
             base = f"{scheme}://{x.environ.get('HTTP_HOST') or x.environ.get('SERVER_NAME')}"
         return f"{base}/{x.slug}{x.path}"
 
-    def _payment_required(self, route: Route | None, terms: Requirements, url: str, error: str,
+    def _payment_required(self, route: Route, terms: Requirements, url: str, error: str,
                           extra: Iterable[tuple[str, str]] = ()) -> Reply:
         body = payment_required(route, terms, url, error)
         return Reply(402, body, [("PAYMENT-REQUIRED", encode_header(body)), ("Cache-Control", "no-store"),
