@@ -147,9 +147,9 @@ class AuditLog:
         lines = self.entry_lines(entries)
         with (out / "events.jsonl").open("wb") as events:
             for (_, application, position, _), line in zip(entries, lines, strict=True):
-                if line is None and missing is None:
-                    raise EntryError(f"{application}/{position} is in the log but no longer in the event store")
-                if line is None and missing is not None:
+                if line is None:
+                    if missing is None:
+                        raise EntryError(f"{application}/{position} is in the log but no longer in the event store")
                     missing.append(f"{application}/{position}")
                     continue
                 events.write(line + b"\n")

@@ -51,7 +51,9 @@ class ScratchPostgresFactory(PostgresFactory):
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
-        self.datastore.pool.kwargs["options"] = f"-c search_path={self.datastore.schema}"
+        kwargs = self.datastore.pool.kwargs
+        assert isinstance(kwargs, dict), "the pool is built with its connection arguments"
+        kwargs["options"] = f"-c search_path={self.datastore.schema}"
 
 
 def replay(app: Application, projection: Any, upto: int | None, on_event: Any = None) -> int:
@@ -98,8 +100,9 @@ def scratch(config: Config) -> Iterator[Any]:
 
         schema = f"paywarden_rebuild_{secrets.token_hex(6)}"
         env = postgres_env(config.database_url, pool_max=2)
-        connect = dict(dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
-                       user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, autocommit=True)
+        connect: dict[str, Any] = dict(dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"],
+                                       port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
+                                       password=env["POSTGRES_PASSWORD"] or None, autocommit=True)
         with psycopg.connect(**connect) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
         scratch_env = {**env, "POSTGRES_SCHEMA": schema,

@@ -106,7 +106,8 @@ def reference_app() -> Any:  # no `from __future__ import annotations` here: Fas
             if sandbox.transaction(signature) is None:
                 raise RuntimeError("Transaction confirmation timeout")
 
-    facilitator = x402Facilitator().register([DEVNET.caip2], ExactSvmFacilitatorScheme(LiteSvmSigner(fee_payer)))
+    facilitator = x402Facilitator()  # register() answers the SDK's base class, which declares no verify/settle
+    facilitator.register([DEVNET.caip2], ExactSvmFacilitatorScheme(LiteSvmSigner(fee_payer)))
     app = FastAPI()
 
     async def parsed(request: Request) -> tuple[Any, Any]:

@@ -244,9 +244,11 @@ def _fund(rpc_url: str, sandbox: Any, fee_payers: list[str], payer: str, pay_to:
             if usdc is not None:
                 sandbox.mint_usdc(address, usdc)
         return
-    for address, usdc, sol in [*((a, "0", "10") for a in fee_payers), (payer, "100", "1"), (pay_to, "0", "0.01")]:
+    for address, usdc_text, sol in [*((a, "0", "10") for a in fee_payers), (payer, "100", "1"),
+                                    (pay_to, "0", "0.01")]:
         try:
-            answer = httpx.post(f"{rpc_url}/faucet", json={"address": address, "usdc": usdc, "sol": sol}, timeout=10)
+            answer = httpx.post(f"{rpc_url}/faucet", json={"address": address, "usdc": usdc_text, "sol": sol},
+                                timeout=10)
         except httpx.HTTPError:
             answer = None
         if answer is None or answer.status_code != 200:

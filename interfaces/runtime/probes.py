@@ -6,6 +6,7 @@ dependency that hangs costs /readyz at most `timeout` seconds and is named "down
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -60,10 +61,9 @@ class Probes:
             checks["redis"] = lambda: OK if c.redis.ping() else "down: no PONG"
         for caip2, chain in sorted(c.chains.by_network.items()):
             label = network_label(caip2)
-            checks[f"rpc:{label}"] = lambda chain=chain: self._healthy(chain)
+            checks[f"rpc:{label}"] = functools.partial(self._healthy, chain)
             for address in c.fee_payers.addresses(caip2):
-                checks[f"fee_payer:{label}:{address}"] = lambda chain=chain, address=address: self._funded(
-                    chain, address)
+                checks[f"fee_payer:{label}:{address}"] = functools.partial(self._funded, chain, address)
         return run_bounded(checks, self.timeout)
 
     def _event_store(self) -> str:
@@ -88,12 +88,14 @@ class Probes:
 
     def fee_payer_balances(self) -> dict[tuple[str, str], int | str]:
         """Lamports of each fee payer on each served network (a failure's reason instead, when the chain fails)."""
-        c, keys, checks = self._container, {}, {}
+        c = self._container
+        keys: dict[str, tuple[str, str]] = {}
+        checks: dict[str, Callable[[], str]] = {}
         for caip2, chain in c.chains.by_network.items():
             for address in c.fee_payers.addresses(caip2):
                 name = f"{network_label(caip2)}:{address}"
                 keys[name] = (network_label(caip2), address)
-                checks[name] = lambda chain=chain, address=address: str(chain.sol_balance(address))
+                checks[name] = functools.partial(_balance_text, chain, address)
         answers = run_bounded(checks, self.timeout)
         return {keys[name]: int(answer) if answer.isdigit() else answer for name, answer in answers.items()}
 
@@ -176,3 +178,7 @@ def preflight(config: Config) -> None:
         if refused is None:
             raise
         raise refused from None
+
+
+def _balance_text(chain: Any, address: str) -> str:
+    return str(chain.sol_balance(address))

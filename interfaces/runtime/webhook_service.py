@@ -3,6 +3,7 @@ outbox's commands (test, resend, replay) and its queries, answered in the API's 
 
 from __future__ import annotations
 
+import builtins  # `list` below is a method: its annotations name the builtin
 import time
 from typing import Any
 
@@ -31,7 +32,8 @@ class WebhookService:
         self._c.refresh_webhooks()
         return self._endpoint(merchant, endpoint_id).public()
 
-    def update(self, merchant: str, endpoint_id: str, *, url: str | None = None, events: list[str] | None = None,
+    def update(self, merchant: str, endpoint_id: str, *, url: str | None = None,
+               events: builtins.list[str] | None = None,
                enabled: bool | None = None) -> dict[str, Any]:
         self._c.webhooks.update(endpoint_id, merchant, url=url, events=events, enabled=enabled)
         return self.get(merchant, endpoint_id)
@@ -53,7 +55,7 @@ class WebhookService:
         self._c.webhooks_view.enqueue_test(endpoint, body, msg_id, now)
         return {"id": msg_id, "type": "webhook.test", "status": "pending"}
 
-    def deliveries(self, merchant: str, endpoint_id: str, limit: int = 50) -> list[dict[str, Any]]:
+    def deliveries(self, merchant: str, endpoint_id: str, limit: int = 50) -> builtins.list[dict[str, Any]]:
         self._c.refresh_webhooks()
         self._endpoint(merchant, endpoint_id)
         return self._c.webhooks_view.list_deliveries(endpoint_id, limit)

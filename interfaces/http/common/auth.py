@@ -7,7 +7,7 @@ A key scoped to a proxy service carries that service's routes (`Client.scope`, f
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import falcon
 
@@ -16,7 +16,7 @@ from domain.merchant import key_hash, parse_key, same_hash
 from domain.networks import NETWORKS, SCHEME_EXACT, KeyEnv
 from domain.x402 import PaymentPayload, Requirements
 from interfaces.http.common.ratelimit import FailedAuthLimit
-from projections.accounts import AccountsView
+from projections.accounts import KeyRecord
 from projections.service_scopes import ServiceScopesView
 
 
@@ -41,8 +41,14 @@ def check_scope(client: Client, payload: PaymentPayload, terms: Requirements) ->
                          + (" for this resource" if payload.resource else ""))
 
 
+class KeyLookup(Protocol):
+    """Finds an API key's record by its SHA-256 (the accounts view, or its in-process cache)."""
+
+    def get_key(self, key_hash: str) -> KeyRecord | None: ...
+
+
 class Authenticator:
-    def __init__(self, accounts: AccountsView, *, anonymous: bool, served: Iterable[str], usage: Any = None,
+    def __init__(self, accounts: KeyLookup, *, anonymous: bool, served: Iterable[str], usage: Any = None,
                  scopes: ServiceScopesView | None = None) -> None:
         self._accounts, self._anonymous, self._usage, self._scopes = accounts, anonymous, usage, scopes
         self._public = Client(

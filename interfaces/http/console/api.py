@@ -142,6 +142,8 @@ class KeysResource(Resource):
                                                        service=command["service"])
         self._c.refresh()
         row = self._c.console.get_key(s.merchant_id, prefix)
+        if row is None:  # refresh() applied the key's events: a missing row is a broken view, not a refusal
+            raise RuntimeError(f"key {prefix} is missing from the console view after its refresh")
         resp.status, resp.media = falcon.HTTP_201, {"key": api_key, **key_json(row)}
 
 

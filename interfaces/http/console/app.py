@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
+
 import falcon
 
 from interfaces.http.console import api, errors, pages, payments, service_pages, services, webhooks
@@ -21,7 +25,8 @@ class SecurityHeaders:
 
 
 def create_app(c: Collaborators) -> falcon.App:
-    app = falcon.App(middleware=[SecurityHeaders(), SessionMiddleware(c.sessions, c.console_url)])
+    middleware: list[Any] = [SecurityHeaders(), SessionMiddleware(c.sessions, c.console_url)]
+    app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.secure_cookies_by_default = c.secure_cookies
     login = api.Login(c)
@@ -35,12 +40,12 @@ def create_app(c: Collaborators) -> falcon.App:
     return app
 
 
-def by_listener(api: object, console_bind: str, console: object) -> object:
+def by_listener(api: WSGIApplication, console_bind: str, console: WSGIApplication) -> WSGIApplication:
     """One WSGI app for a gunicorn with two listeners: requests on the console's port go to the console."""
     port = console_bind.rpartition(":")[2]
 
-    def dispatch(environ: dict, start_response: object) -> object:
+    def dispatch(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         app = console if environ.get("SERVER_PORT") == port else api
-        return app(environ, start_response)  # type: ignore[operator]
+        return app(environ, start_response)
 
     return dispatch

@@ -151,8 +151,8 @@ class PaymentsPage(Page):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = {k: v for k, v in req.params.items() if isinstance(v, str)}
-        context = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values()), "money": money,
-                   "network_name": network_name}
+        context: dict[str, Any] = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values()),
+                                   "money": money, "network_name": network_name}
         try:
             filters = query(req)
         except ValidationError as refused:  # keyed by the wire names (`from`, `to`): shown beside those fields

@@ -86,7 +86,8 @@ class ServicePage(_ServicePage):
         return {"service": service_json(service, self._c.proxy_url),
                 "routes": [route_json(r) for r in service.routes.values()]}
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
+    # falcon passes the route's {service_id}: this page's GET takes it where Page.on_get takes none
+    def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:  # type: ignore[override]
         try:
             context = self.context_of(req, service_id)
         except ServiceNotFoundError:

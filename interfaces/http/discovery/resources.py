@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import falcon
@@ -17,11 +18,13 @@ from projections.catalog import CatalogView, list_resources
 MAX_FILTER_TAGS = 10
 
 
-class Tags(fields.String):
-    """Comma-separated tags, lowercased; empty items ignored."""
+class Tags(fields.Field[tuple[str, ...]]):
+    """Comma-separated tags (at most 600 characters), lowercased; empty items ignored."""
+
+    _text = fields.String(validate=validate.Length(max=600))
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> tuple[str, ...]:
-        text = super()._deserialize(value, attr, data, **kwargs)
+        text = self._text.deserialize(value, attr, data, **kwargs)
         tags = tuple(dict.fromkeys(t.strip().lower() for t in text.split(",") if t.strip()))
         if len(tags) > MAX_FILTER_TAGS or any(len(t) > 50 for t in tags):
             raise ValidationError(f"at most {MAX_FILTER_TAGS} tags of at most 50 characters")
@@ -33,7 +36,7 @@ class DiscoveryQuerySchema(Schema):
         unknown = EXCLUDE
 
     type = fields.String(validate=validate.OneOf(TYPES), load_default=None)
-    tags = Tags(validate=validate.Length(max=600), load_default=())
+    tags = Tags(load_default=())
     limit = fields.Integer(validate=validate.Range(1, 100), load_default=20)
     offset = fields.Integer(validate=validate.Range(0, 10_000_000), load_default=0)
 
@@ -72,7 +75,7 @@ class DiscoveryResourcesResource:
         resp.media = body
         resp.set_header("Cache-Control", f"public, max-age={DISCOVERY_TTL_SECONDS}")
 
-    def _load(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _load(self, params: Mapping[str, Any]) -> dict[str, Any]:
         errors = self._schema.validate(params)
         if errors:
             message = "; ".join(f"{name}: {' '.join(map(str, why))}" for name, why in sorted(errors.items()))

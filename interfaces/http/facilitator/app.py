@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from interfaces.container import Container
@@ -25,8 +27,9 @@ def create_app(container: Container) -> falcon.App:
     config = container.config
     limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)
     failures = FailedAuthLimit(limiter, config.trusted_proxies)
-    app = falcon.App(middleware=[RequestLogMiddleware(), AuthMiddleware(authenticator, failures),
-                                 RateLimitMiddleware(limiter, config.trusted_proxies)])
+    middleware: list[Any] = [RequestLogMiddleware(), AuthMiddleware(authenticator, failures),
+                             RateLimitMiddleware(limiter, config.trusted_proxies)]
+    app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     verify, settle = VerifyResource(container.payments), SettleResource(container.payments)
     supported = SupportedResource(served, container.fee_payers, container.service_scopes)

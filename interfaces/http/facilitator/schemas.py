@@ -24,11 +24,13 @@ class Version(fields.Integer):
         super().__init__(strict=True, validate=validate.Equal(X402_VERSION, error=WRONG_VERSION), **kwargs)
 
 
-class Atomic(fields.String):
-    """An amount of atomic units: a string of digits, at least 1, at most u64."""
+class Atomic(fields.Field[int]):
+    """An amount of atomic units: a string of digits, at least 1, at most u64; loaded as an int."""
+
+    _text = fields.String()
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
-        text = super()._deserialize(value, attr, data, **kwargs)
+        text = self._text.deserialize(value, attr, data, **kwargs)
         if not text.isdigit() or len(text) > 20 or not 0 < int(text) <= U64_MAX:
             raise ValidationError("must be a string of atomic units between 1 and 2^64-1")
         return int(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from wsgiref.types import WSGIApplication
 
 from interfaces.config import load_config
 from interfaces.container import build
@@ -25,7 +26,7 @@ if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
     container = build(dataclasses.replace(load_config(), devnet_rpc_url=""), sandbox=localnet.sandbox)
 else:
     container = build(load_config())
-application = create_app(container)
+application: WSGIApplication = create_app(container)
 if os.environ.get("PAYWARDEN_CONSOLE_BIND"):
     from interfaces.http.console.app import create_app as create_console
     from interfaces.http.console.collaborators import from_container
