@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from interfaces.http.proxy.representation import route_json, service_json
+from interfaces.http.console.representation import route_json, service_json
 
 
 def _container() -> Any:

@@ -15,7 +15,7 @@ from domain.routes import RoutePatternError
 from domain.slugs import SlugError
 from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.pages import Page, form_of, templates
-from interfaces.http.proxy.representation import route_json, service_json
+from interfaces.http.console.representation import route_json, service_json
 
 NOTICES = {
     "created": "Service created: requests to its gateway URL are now charged and forwarded.",

@@ -18,7 +18,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 from application.proxy_services import ProxyServices
 from interfaces.http.console.api import body, session_of
 from interfaces.http.console.collaborators import mount
-from interfaces.http.proxy.representation import route_json, service_json
+from interfaces.http.console.representation import route_json, service_json
 
 
 class UpstreamAuthSchema(Schema):
