@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import singledispatchmethod
@@ -22,7 +23,14 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.projection import EventSourcedProjection
 from eventsourcing.utils import get_topic
 
-from application.ports import DiscoverySettings, ReceivedPayments, Resolver
+from application.ports import (
+    DiscoveryOff,
+    DiscoverySettings,
+    NoReceivedPayments,
+    ReceivedPayments,
+    Resolver,
+    ResolvesNothing,
+)
 from domain.clients import ANONYMOUS_ID
 from domain.discovery import (
     DiscoveryInvalidError,
@@ -84,10 +92,14 @@ class Listings(EventSourcedProjection[UUID]):
 
     topics = (get_topic(Payment.Approved),)
 
-    def __init__(self, env: dict[str, str] | None = None, *, payments: ReceivedPayments,
-                 discovery: DiscoverySettings, resolver: Resolver, production: bool = False) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, *, payments: ReceivedPayments | None = None,
+                 discovery: DiscoverySettings | None = None, resolver: Resolver | None = None,
+                 production: bool = False) -> None:
+        """`Listings(env)` alone (as eventsourcing's runners build it) reads its log and lists nothing new."""
         super().__init__(env)
-        self._payments, self._discovery, self._resolver = payments, discovery, resolver
+        self._payments: ReceivedPayments = payments or NoReceivedPayments()
+        self._discovery: DiscoverySettings = discovery or DiscoveryOff()
+        self._resolver: Resolver = resolver or ResolvesNothing()
         self._production = production
         self.counts: Counter[str] = Counter()  # by outcome: registered, updated, ..., skipped:<reason>
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -126,7 +127,7 @@ def challenge(domain: str, token: str) -> DomainChallenge:
 
 
 class Merchants(Application[UUID]):
-    def __init__(self, env: dict[str, str] | None = None, *, settings: MerchantSettings | None = None,
+    def __init__(self, env: Mapping[str, str] | None = None, *, settings: MerchantSettings | None = None,
                  hasher: PasswordHasher | None = None, challenges: DomainChallenges | None = None,
                  suffixes: PublicSuffixes | None = None, usage: DomainUsage | None = None) -> None:
         super().__init__(env)

@@ -11,7 +11,7 @@ one settle answer says success (see `application.outcomes.repeated_settle`).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,8 +39,12 @@ from application.ports import (
     Confirmation,
     FeePayers,
     Locks,
+    LocksHeldElsewhere,
+    NoNetworks,
+    NoResults,
     ResultCache,
     SubmissionError,
+    SystemClock,
 )
 from domain.claims import Claim, ClaimKind, claim_id
 from domain.clients import Client
@@ -74,13 +78,20 @@ class Settings:
 class Payments(Application[UUID]):
     """Verify and settle x402 `exact` payments; every transition is an event of a `Payment`."""
 
-    def __init__(self, env: dict[str, str] | None = None, *, chains: Chains, fee_payers: FeePayers,
-                 locks: Locks, cache: ResultCache, clock: Clock, settings: Settings = Settings(),
+    def __init__(self, env: Mapping[str, str] | None = None, *, chains: Chains | None = None,
+                 fee_payers: FeePayers | None = None, locks: Locks | None = None, cache: ResultCache | None = None,
+                 clock: Clock | None = None, settings: Settings = Settings(),
                  admission: Admission | None = None) -> None:
+        """`Payments(env)` alone (as eventsourcing's runners build it) reads its log and serves no network
+        (application/ports.py); the composition root passes the real adapters."""
         super().__init__(env)
-        self._chains, self._fee_payers, self._locks = chains, fee_payers, locks
-        self._cache, self._clock, self._settings = cache, clock, settings
-        self._admission = admission or _CacheThenLock(cache, locks)
+        self._chains: Chains = chains or NoNetworks()
+        self._fee_payers: FeePayers = fee_payers or NoNetworks()
+        self._locks: Locks = locks or LocksHeldElsewhere()
+        self._cache: ResultCache = cache or NoResults()
+        self._clock: Clock = clock or SystemClock()
+        self._settings = settings
+        self._admission: Admission = admission or _CacheThenLock(self._cache, self._locks)
 
     # -- commands -----------------------------------------------------------------------------------------
 

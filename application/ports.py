@@ -5,8 +5,9 @@ Adapters live in `interfaces/` (LiteSVM, Solana JSON-RPC, Redis, in-process); un
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -141,3 +142,70 @@ class ReceivedPayments(Protocol):
     """The `Payment.Received` event of a payment: what the request carried (extensions, resource, terms)."""
 
     def get_received(self, payment_id: UUID) -> Payment.Received | None: ...
+
+
+# -- what an application built from its environment alone gets ----------------------------------------------------
+# eventsourcing's runners build an application as `App(env)` (`ProjectionRunner`, `System`): to follow its log a
+# projection needs its recorder only. These defaults make that possible and refuse, safely, anything more: no
+# network is served (every payment is `invalid_network`), every lock is someone else's (`duplicate_request`), the
+# result cache always misses (the event store answers), nothing resolves (no listing, no webhook URL), and no
+# secret can be sealed. The composition root (`interfaces/container.py`) passes the real adapters.
+
+
+class NoNetworks:
+    """`Chains` and `FeePayers` that serve no network."""
+
+    def for_network(self, caip2: str) -> Chain | None:
+        return None
+
+    def addresses(self, caip2: str) -> Sequence[str]:
+        return ()
+
+    def sign(self, address: str, message: bytes) -> bytes:
+        raise LookupError(f"{address} is not a signer of this application (it serves no network)")
+
+
+class LocksHeldElsewhere:
+    """`Locks` that are never free: a command that needs one answers `duplicate_request`."""
+
+    @contextmanager
+    def hold(self, key: str, ttl_seconds: float) -> Iterator[bool]:
+        yield False
+
+
+class NoResults:
+    """A `ResultCache` that always misses."""
+
+    def get(self, key: str, operation: str) -> dict[str, Any] | None:
+        return None
+
+
+class SystemClock:
+    """The process's monotonic clock (`Clock`)."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class ResolvesNothing:
+    """A `Resolver` for which no hostname resolves."""
+
+    def resolve(self, hostname: str) -> list[str]:
+        return []
+
+
+class DiscoveryOff:
+    """`DiscoverySettings` with discovery off for every merchant."""
+
+    def get_discovery_enabled(self, merchant_id: str) -> bool:
+        return False
+
+
+class NoReceivedPayments:
+    """`ReceivedPayments` that knows no payment."""
+
+    def get_received(self, payment_id: UUID) -> Payment.Received | None:
+        return None

@@ -9,7 +9,7 @@ the command tries the next candidate.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,7 +71,7 @@ class Match:
 
 
 class ProxyServices(Application[uuid.UUID]):
-    def __init__(self, env: dict[str, str] | None = None, *, merchants: MerchantDirectory | None = None,
+    def __init__(self, env: Mapping[str, str] | None = None, *, merchants: MerchantDirectory | None = None,
                  secrets: Secrets | None = None, sandbox: bool = True,
                  domains: Callable[[Any], set[str]] = verified_domains) -> None:
         super().__init__(env)

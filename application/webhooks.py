@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -16,7 +17,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 
-from application.ports import Resolver
+from application.ports import Resolver, ResolvesNothing
 from domain.webhook import SECRET_BYTES, WebhookEndpoint, WebhookError, check_addresses, format_secret
 
 ROTATION_OVERLAP = timedelta(hours=24)  # the previous secret keeps signing this long after a rotation
@@ -44,11 +45,25 @@ def generate_secret(length: int = SECRET_LENGTH) -> str:
     return format_secret(secrets.token_bytes(length))
 
 
+class NoCipher:
+    """The `SecretCipher` of a `Webhooks(env)` built from its environment alone: it seals and opens nothing."""
+
+    def seal(self, plaintext: str) -> str:
+        raise LookupError("no secret key configured: this Webhooks application only reads its log")
+
+    def open(self, sealed: str) -> str:
+        raise LookupError("no secret key configured: this Webhooks application only reads its log")
+
+
 class Webhooks(Application[UUID]):
-    def __init__(self, env: dict[str, str] | None = None, *, cipher: SecretCipher, resolver: Resolver,
-                 production: bool = False, overlap: timedelta = ROTATION_OVERLAP) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, *, cipher: SecretCipher | None = None,
+                 resolver: Resolver | None = None, production: bool = False,
+                 overlap: timedelta = ROTATION_OVERLAP) -> None:
+        """`Webhooks(env)` alone (as eventsourcing's runners build it) reads its log and can add no endpoint."""
         super().__init__(env)
-        self._cipher, self.resolver, self._production, self._overlap = cipher, resolver, production, overlap
+        self._cipher: SecretCipher = cipher or NoCipher()
+        self.resolver: Resolver = resolver or ResolvesNothing()
+        self._production, self._overlap = production, overlap
 
     def create(self, merchant: str, url: str, events: list[str]) -> tuple[WebhookEndpoint, str]:
         """A new endpoint and its secret (the only time the secret is shown)."""

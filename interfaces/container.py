@@ -15,7 +15,7 @@ from eventsourcing.utils import Environment
 from application.listings import Listings, StoredPayments
 from application.merchants import Merchants, MerchantSettings
 from application.payments import Payments, Settings
-from application.ports import Chain, QueryCache, Resolver, ResultCache
+from application.ports import Chain, QueryCache, Resolver, ResultCache, SystemClock
 from application.proxy_services import ProxyServices
 from application.webhooks import Webhooks
 from domain.networks import DEVNET, MAINNET
@@ -24,7 +24,7 @@ from interfaces.adapters.chain.instrumented import instrument_chains
 from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
 from interfaces.adapters.key_usage import KeyUsage
-from interfaces.adapters.memory import InProcessLocks, SystemClock, TtlCache
+from interfaces.adapters.memory import InProcessLocks, TtlCache
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.postgres import is_postgres, postgres_env
 from interfaces.adapters.redis import RedisAdmission, RedisLocks, RedisQueryCache, RedisResultCache, redis_client

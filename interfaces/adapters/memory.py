@@ -36,14 +36,6 @@ class InProcessLocks:
                     self._held.pop(key, None)
 
 
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
 class TtlCache:
     """Entries expire `ttl` seconds after they were put, by `clock` (injectable); the oldest go first when full."""
 
