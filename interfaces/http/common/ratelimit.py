@@ -78,19 +78,19 @@ class RateLimiter:
         # A moving window: "100 per minute" holds over any 60 seconds, not 200 across a fixed window's edge.
         self._limiter = strategies.MovingWindowRateLimiter(self._storage)
         self.per_key, self.per_ip = parse(per_key), parse(per_ip)
-        redis_client = getattr(self._storage, "storage", None) if storage_uri.startswith("redis") else None
-        self._admit = redis_client.register_script(_ADMIT) if redis_client is not None else None
+        self._redis = self._storage if isinstance(self._storage, storage.RedisStorage) else None
+        self._admit = self._redis.storage.register_script(_ADMIT) if self._redis is not None else None
 
     def admit_key(self, address: str, key_id: str, per_minute: int | None) -> None:
         """An authenticated request: refused when its IP has spent its failed-authentication budget, else one
         request of its key's budget (both in one Redis round trip; two checks on the in-memory store)."""
         item = parse(f"{per_minute}/minute") if per_minute else self.per_key
-        if self._admit is None:
+        if self._admit is None or self._redis is None:
             self.check_auth_failures(address)
             self.check_key(key_id, per_minute)
             return
-        keys = [self._storage.prefixed_key(self.per_ip.key_for("auth", address)),
-                self._storage.prefixed_key(item.key_for("key", key_id))]
+        keys = [self._redis.prefixed_key(self.per_ip.key_for("auth", address)),
+                self._redis.prefixed_key(item.key_for("key", key_id))]
         refused = self._admit(keys=keys, args=[time.time(), self.per_ip.amount, self.per_ip.get_expiry(),
                                                item.amount, item.get_expiry()])
         if refused == 1:
