@@ -8,7 +8,8 @@ WAL (in the operating system's page cache) before the request answers, so a cras
 only a crash of the operating system or a power cut can lose the last commits, and never corrupts the database.
 What such a loss can and cannot do is the `DurableSends` barrier's business, below, and docs/performance.md's.
 The read models rebuilt from events alone (`DERIVED_VIEWS` in container.py: the payments list, the merchant
-activity and the terminal result cache) run at `NORMAL` too: a lost commit loses its tracking record with it, and the events are applied again.
+activity and the terminal result cache) run at `NORMAL` too: a lost commit loses its tracking record with it, and
+the events are applied again.
 Every other store (merchants and their keys, webhooks, proxy services, listings, the accounts, console, webhook
 outbox and audit log views) keeps `FULL`.
 """

@@ -133,7 +133,7 @@ class ServiceActivePage(_ServicePage):
 class ServiceDeletePage(ServicePage):
     route = "/services/{service_id}/delete"
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:  # type: ignore[override]
+    def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         try:
             self._proxies.delete_service(self.merchant(req), service_id)
         except ServiceNotFoundError:
@@ -146,7 +146,7 @@ class ServiceDeletePage(ServicePage):
 class RoutesPage(ServicePage):
     route = "/services/{service_id}/routes"
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:  # type: ignore[override]
+    def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         form = form_of(req)
         try:
             terms: dict[str, Any] = {"settle": form.get("settle") or "after"}
