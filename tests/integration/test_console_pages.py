@@ -111,3 +111,16 @@ def test_a_domain_not_yet_published_is_a_409_on_the_domains_page_and_removing_it
     assert "Domain removed." in page.text and 'data-domain="api.acme.test"' not in page.text
     merchant_id = str(gateway.container.merchants.get_merchant("acme").id)
     assert gateway.container.console.list_domains(merchant_id) == []
+
+
+def test_a_form_target_answers_get_with_405_not_a_page_or_a_500(gateway):
+    add_owner(gateway.container, "acme", "owner@acme.test")
+    client = console_client(gateway.container)
+    cookie, _ = log_in(client, "owner@acme.test")
+    for path in ("/logout", "/keys/pw_test_abcdefgh/revoke", "/capabilities/1/disable", "/domains/x.test/verify",
+                 "/listings/1/delist", "/services/1/active", "/services/1/delete", "/services/1/routes",
+                 "/services/1/routes/2/delete", "/webhooks/1/enable", "/webhooks/1/replay",
+                 "/webhooks/1/deliveries/2/resend"):
+        answer = client.simulate_get(path, cookies={"pw_console_session": cookie})
+        assert answer.status_code == 405 and "POST" in answer.headers["Allow"], path
+    assert client.simulate_get("/domains", cookies={"pw_console_session": cookie}).status_code == 200

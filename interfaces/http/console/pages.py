@@ -91,6 +91,13 @@ class Page:
         self.render(req, resp, status, errors=errors, problem=problem, form=form, **self.context(req))
 
 
+class PostOnly:
+    """First base of a form's target (log out, revoke, disable, delete, ...): it answers POST only, so a GET of its
+    URL is a 405 rather than a page rendered without its parameters."""
+
+    on_get: Any = None  # falcon maps no GET responder: 405 with Allow
+
+
 class LoginPage(Page):
     route = "/login"
     public = csrf_exempt = True
@@ -119,7 +126,7 @@ class LoginPage(Page):
         raise falcon.HTTPSeeOther("/")
 
 
-class LogoutPage(Page):
+class LogoutPage(PostOnly, Page):
     route = "/logout"
     public = True
 
@@ -208,7 +215,7 @@ class KeysPage(Page):
         self.render(req, resp, falcon.HTTP_201, new_key=api_key, **self.context(req))
 
 
-class KeyRevokePage(Page):
+class KeyRevokePage(PostOnly, Page):
     route = "/keys/{prefix}/revoke"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
@@ -243,7 +250,7 @@ class CapabilitiesPage(Page):
         self.render(req, resp, falcon.HTTP_201, notice=notice, **self.context(req))
 
 
-class CapabilityDisablePage(Page):
+class CapabilityDisablePage(PostOnly, Page):
     route = "/capabilities/{cap_id}/disable"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
@@ -268,7 +275,7 @@ class DomainsPage(Page):
         raise falcon.HTTPSeeOther("/domains?done=added")
 
 
-class DomainActionPage(DomainsPage):
+class DomainActionPage(PostOnly, DomainsPage):
     """POST /domains/{domain}/verify|remove: one command; a conflict (not verifiable yet, still in use) is a 409 on
     the domains page."""
 
@@ -308,7 +315,7 @@ class DiscoveryPage(Page):
         raise falcon.HTTPSeeOther("/discovery?done=discovery")
 
 
-class DelistPage(Page):
+class DelistPage(PostOnly, Page):
     route = "/listings/{listing_id}/delist"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:

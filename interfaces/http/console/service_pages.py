@@ -14,7 +14,7 @@ from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
 from interfaces.http.console.collaborators import Collaborators, mount
-from interfaces.http.console.pages import Page, form_of, templates
+from interfaces.http.console.pages import Page, PostOnly, form_of, templates
 from interfaces.http.console.representation import route_json, service_json
 
 NOTICES = {
@@ -118,7 +118,7 @@ class ServicePage(_ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=saved")
 
 
-class ServiceActivePage(_ServicePage):
+class ServiceActivePage(PostOnly, _ServicePage):
     route = "/services/{service_id}/active"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
@@ -130,7 +130,7 @@ class ServiceActivePage(_ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done={'activated' if active else 'deactivated'}")
 
 
-class ServiceDeletePage(ServicePage):
+class ServiceDeletePage(PostOnly, ServicePage):
     route = "/services/{service_id}/delete"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
@@ -143,7 +143,7 @@ class ServiceDeletePage(ServicePage):
         raise falcon.HTTPSeeOther("/services?done=deleted")
 
 
-class RoutesPage(ServicePage):
+class RoutesPage(PostOnly, ServicePage):
     route = "/services/{service_id}/routes"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
@@ -170,7 +170,7 @@ class RoutesPage(ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=route-added")
 
 
-class RouteDeletePage(_ServicePage):
+class RouteDeletePage(PostOnly, _ServicePage):
     route = "/services/{service_id}/routes/{route_id}/delete"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str, route_id: str) -> None:

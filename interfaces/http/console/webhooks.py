@@ -19,7 +19,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from domain.webhook import EVENT_TYPES, WebhookError
 from interfaces.http.console.api import body, session_of
 from interfaces.http.console.collaborators import Collaborators, Resource, mount
-from interfaces.http.console.pages import Page, form_of
+from interfaces.http.console.pages import Page, PostOnly, form_of
 
 
 class CreateSchema(Schema):
@@ -182,7 +182,7 @@ class WebhookPage(Page):
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=saved")
 
 
-class WebhookActionPage(WebhookPage):
+class WebhookActionPage(PostOnly, WebhookPage):
     """POST /webhooks/{id}/{action}: enable, disable, test, rotate, delete (each one command, then back)."""
     route = "/webhooks/{endpoint_id}/{action}"
 
@@ -205,7 +205,7 @@ class WebhookActionPage(WebhookPage):
         raise falcon.HTTPNotFound()
 
 
-class ResendPage(WebhookPage):
+class ResendPage(PostOnly, WebhookPage):
     route = "/webhooks/{endpoint_id}/deliveries/{msg_id}/resend"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, msg_id: str) -> None:  # type: ignore[override]
@@ -213,7 +213,7 @@ class ResendPage(WebhookPage):
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=resent")
 
 
-class ReplayPage(WebhookPage):
+class ReplayPage(PostOnly, WebhookPage):
     route = "/webhooks/{endpoint_id}/replay"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
