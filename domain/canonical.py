@@ -9,6 +9,7 @@ range is written exactly as RFC 8785 writes it.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -17,7 +18,7 @@ class CanonicalError(ValueError):
     """A value JSON cannot carry: NaN or infinity, a lone surrogate, a non-string key, a foreign type."""
 
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_json_string = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def canonical(value: Any) -> bytes:
@@ -70,16 +71,9 @@ def _utf16(key: str) -> bytes:
 
 
 def _string(text: str) -> str:
-    out = ['"']
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch < " ":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    # The standard library's escaping is RFC 8785's: `"` and `\\` escaped, \b \f \n \r \t by name, every other
+    # control character as \u00xx (lowercase hex), everything else written as itself (ensure_ascii=False).
+    return _json_string(text)
 
 
 def number(value: float) -> str:

@@ -48,26 +48,69 @@ class CatalogView(SqlView):
         # Who owns each listing (the console's "your listings"); a delisted listing leaves all three tables.
         "CREATE TABLE IF NOT EXISTS catalog_owners (listing_id TEXT PRIMARY KEY, owner TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS catalog_owners_owner ON catalog_owners (owner, listing_id)",
+        # What keeps a query's cost independent of the catalog's size (docs/performance.md): each filter's
+        # pages are read from an index in the served order, and each filter's total is kept as a count.
+        "CREATE INDEX IF NOT EXISTS catalog_listings_type_order ON catalog_listings (type, last_updated DESC, "
+        "listing_id)",
+        "CREATE TABLE IF NOT EXISTS catalog_tag_order (tag TEXT NOT NULL, listing_id TEXT NOT NULL, "
+        "type TEXT NOT NULL, last_updated TEXT NOT NULL, PRIMARY KEY (tag, listing_id))",
+        "CREATE INDEX IF NOT EXISTS catalog_tag_order_page ON catalog_tag_order (tag, last_updated DESC, listing_id)",
+        "CREATE INDEX IF NOT EXISTS catalog_tag_order_type_page ON catalog_tag_order (tag, type, last_updated DESC, "
+        "listing_id)",
+        "CREATE TABLE IF NOT EXISTS catalog_counts (filter TEXT PRIMARY KEY, n BIGINT NOT NULL)",
+        # A catalog built before these tables existed gets them filled once, from its rows (idempotent: a table
+        # the projection has written to is never empty while the catalog has rows).
+        "INSERT INTO catalog_tag_order SELECT t.tag, t.listing_id, l.type, l.last_updated FROM catalog_tags t "
+        "JOIN catalog_listings l ON l.listing_id = t.listing_id WHERE NOT EXISTS (SELECT 1 FROM catalog_tag_order)",
+        "INSERT INTO catalog_counts SELECT f, n FROM ("
+        "SELECT '' AS f, COUNT(*) AS n FROM catalog_listings "
+        "UNION ALL SELECT 'type:' || type, COUNT(*) FROM catalog_listings GROUP BY type "
+        "UNION ALL SELECT 'tag:' || tag, COUNT(*) FROM catalog_tag_order GROUP BY tag "
+        "UNION ALL SELECT 'type:' || type || ' tag:' || tag, COUNT(*) FROM catalog_tag_order GROUP BY type, tag"
+        ") AS counted WHERE NOT EXISTS (SELECT 1 FROM catalog_counts)",
     )
 
     def get_page(self, kind: str | None, tags: tuple[str, ...], limit: int, offset: int) -> Page:
-        """One page in a stable order (most recently updated first, then by id) and the total, read together."""
-        where, params = ["1 = 1"], []
-        if kind:
-            where.append("l.type = ?")
-            params.append(kind)
-        for tag in tags:
-            where.append("EXISTS (SELECT 1 FROM catalog_tags t WHERE t.listing_id = l.listing_id AND t.tag = ?)")
-            params.append(tag)
-        condition = " AND ".join(where)
+        """One page in a stable order (most recently updated first, then by id) and the total, read together.
+
+        The page's ids come from one index in the served order (the listings' own, by type, or by the first
+        tag's, the rarest of those asked), so reading a page costs the same however large the catalog; only the
+        offset costs (the index entries skipped, never the listings). With no tag or one tag, the total is a
+        kept count; with two or more, it counts the rarest tag's listings that have the others."""
+        tags = tuple(dict.fromkeys(tags))
         with self.datastore.transaction(commit=False) as c:
-            c.execute(self.sql(f"SELECT COUNT(*) FROM catalog_listings l WHERE {condition}"), tuple(params))
-            total = values(c.fetchone())[0]
-            c.execute(self.sql(f"SELECT l.item FROM catalog_listings l WHERE {condition} "
-                               "ORDER BY l.last_updated DESC, l.listing_id LIMIT ? OFFSET ?"),
-                      (*params, limit, offset))
+            def count(key: str) -> int:
+                c.execute(self.sql("SELECT n FROM catalog_counts WHERE filter = ?"), (key,))
+                rows = c.fetchall()
+                return int(values(rows[0])[0]) if rows else 0
+
+            type_key = f"type:{kind}" if kind else ""
+            if not tags:
+                total = count(type_key)
+                source, params = "catalog_listings x WHERE 1 = 1", []
+            else:
+                ranked = sorted(tags, key=lambda tag: (count(f"{type_key} tag:{tag}".lstrip()), tag))
+                first, others = ranked[0], ranked[1:]
+                source, params = "catalog_tag_order x WHERE x.tag = ?", [first]
+            if kind:
+                source += " AND x.type = ?"
+                params.append(kind)
+            for tag in others if tags else ():
+                source += " AND EXISTS (SELECT 1 FROM catalog_tags o WHERE o.listing_id = x.listing_id AND o.tag = ?)"
+                params.append(tag)
+            if tags and not others:
+                total = count(f"{type_key} tag:{first}".lstrip())
+            elif tags:
+                c.execute(self.sql(f"SELECT COUNT(*) FROM {source}"), tuple(params))
+                total = int(values(c.fetchone())[0])
+            c.execute(self.sql(
+                "SELECT l.item FROM catalog_listings l JOIN ("
+                f"SELECT x.listing_id, x.last_updated FROM {source} "
+                "ORDER BY x.last_updated DESC, x.listing_id LIMIT ? OFFSET ?"
+                ") AS page ON page.listing_id = l.listing_id ORDER BY page.last_updated DESC, page.listing_id"),
+                (*params, limit, offset))
             items = [json.loads(values(row)[0]) for row in c.fetchall()]
-        return Page(items, int(total))
+        return Page(items, total)
 
     def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any]]]:
         """(listing id, served item) of each listing `owner` (a client id, `merchant:<uuid>`) owns."""
@@ -77,11 +120,14 @@ class CatalogView(SqlView):
         return [(r[0], json.loads(r[1])) for r in rows]
 
     def get_rows(self) -> list[tuple[Any, ...]]:
-        """Every row with its tags, in id order: what two catalogs are compared by."""
+        """Every row with its tags, in id order: what two catalogs are compared by (`paywarden audit rebuild
+        --check` compares every table, the tag order and the counts too)."""
         rows = self.rows("SELECT l.listing_id, l.resource, l.method, l.type, l.last_updated, l.enabled, l.item "
                          "FROM catalog_listings l ORDER BY l.listing_id")
-        tags = self.rows("SELECT listing_id, tag FROM catalog_tags ORDER BY listing_id, tag")
-        return [(*r[:5], bool(r[5]), json.loads(r[6]), [t[1] for t in tags if t[0] == r[0]]) for r in rows]
+        tags: dict[str, list[str]] = {}
+        for listing, tag in self.rows("SELECT listing_id, tag FROM catalog_tags ORDER BY listing_id, tag"):
+            tags.setdefault(listing, []).append(tag)
+        return [(*r[:5], bool(r[5]), json.loads(r[6]), tags.get(r[0], [])) for r in rows]
 
 
 class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
@@ -107,24 +153,25 @@ class CatalogProjection(Projection[CatalogView]):
     @process_event.register
     def _(self, e: DiscoveryListing.Registered, tracking: Tracking) -> None:
         details = ListingDetails.from_dict(e.details)
+        key, moment = str(e.originator_id), timestamp(e.verified_at)
         with self.view.tracked(tracking) as c:
             c.execute("INSERT INTO catalog_listings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (str(e.originator_id), e.resource, e.method, details.type, timestamp(e.verified_at), True,
+                      (key, e.resource, e.method, details.type, moment, True,
                        json.dumps(item(e.resource, e.owner, details, e.offers, e.verified_at))))
-            _write_tags(c, str(e.originator_id), details.tags)
-            c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (str(e.originator_id), e.owner))
+            _write_tags(c, key, details.type, moment, details.tags)
+            c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
 
     @process_event.register
     def _(self, e: DiscoveryListing.MetadataUpdated, tracking: Tracking) -> None:
-        details, key = ListingDetails.from_dict(e.details), str(e.originator_id)
+        details, key, moment = ListingDetails.from_dict(e.details), str(e.originator_id), timestamp(e.verified_at)
         with self.view.tracked(tracking) as c:
             resource = values(c.execute("SELECT resource FROM catalog_listings WHERE listing_id = ?",
                                          (key,)).fetchone())[0]
+            _delete_tags(c, key)
             c.execute("UPDATE catalog_listings SET type = ?, last_updated = ?, item = ? WHERE listing_id = ?",
-                      (details.type, timestamp(e.verified_at),
-                       json.dumps(item(resource, e.owner, details, e.offers, e.verified_at)), key))
-            c.execute("DELETE FROM catalog_tags WHERE listing_id = ?", (key,))
-            _write_tags(c, key, details.tags)
+                      (details.type, moment, json.dumps(item(resource, e.owner, details, e.offers, e.verified_at)),
+                       key))
+            _write_tags(c, key, details.type, moment, details.tags)
             c.execute("DELETE FROM catalog_owners WHERE listing_id = ?", (key,))
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
 
@@ -141,13 +188,34 @@ class CatalogProjection(Projection[CatalogView]):
     @process_event.register
     def _(self, e: DiscoveryListing.Delisted, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
-            for table in ("catalog_tags", "catalog_owners", "catalog_listings"):
+            _delete_tags(c, str(e.originator_id))
+            for table in ("catalog_owners", "catalog_listings"):
                 c.execute(f"DELETE FROM {table} WHERE listing_id = ?", (str(e.originator_id),))
 
 
-def _write_tags(c: Any, key: str, tags: tuple[str, ...]) -> None:
+def _write_tags(c: Any, key: str, kind: str, moment: str, tags: tuple[str, ...]) -> None:
+    """A listing's tags, its rows in the tag order, and its place in the kept counts."""
     for tag in tags:
         c.execute("INSERT INTO catalog_tags VALUES (?, ?)", (key, tag))
+        c.execute("INSERT INTO catalog_tag_order VALUES (?, ?, ?, ?)", (tag, key, kind, moment))
+    _count(c, kind, tags, +1)
+
+
+def _delete_tags(c: Any, key: str) -> None:
+    """Undo `_write_tags` for a listing (before it changes or leaves)."""
+    kind = values(c.execute("SELECT type FROM catalog_listings WHERE listing_id = ?", (key,)).fetchone())[0]
+    tags = tuple(values(r)[0] for r in c.execute("SELECT tag FROM catalog_tags WHERE listing_id = ?",
+                                                  (key,)).fetchall())
+    c.execute("DELETE FROM catalog_tags WHERE listing_id = ?", (key,))
+    for tag in tags:
+        c.execute("DELETE FROM catalog_tag_order WHERE tag = ? AND listing_id = ?", (tag, key))
+    _count(c, kind, tags, -1)
+
+
+def _count(c: Any, kind: str, tags: tuple[str, ...], delta: int) -> None:
+    for key in ("", f"type:{kind}", *(f"tag:{t}" for t in tags), *(f"type:{kind} tag:{t}" for t in tags)):
+        c.execute("INSERT INTO catalog_counts VALUES (?, ?) ON CONFLICT (filter) DO UPDATE "
+                  "SET n = catalog_counts.n + excluded.n", (key, delta))
 
 
 # -- the served shape -----------------------------------------------------------------------------------------

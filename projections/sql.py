@@ -86,6 +86,10 @@ class SqlView(TrackingRecorder):
     # A pooled connection broken by a database restart fails once; the retry takes a fresh one.
     @retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        batch = self._batch_local().cursor
+        if batch is not None:  # a projection reading inside a batch reads the batch's own writes
+            batch.execute(self.sql(statement), tuple(params))
+            return [values(row) for row in batch.fetchall()]
         if self.paramstyle == "format":  # one autocommit statement: no BEGIN/ROLLBACK round trips
             with self.datastore.get_connection() as conn, conn.cursor() as c:
                 c.execute(self.sql(statement), tuple(params))

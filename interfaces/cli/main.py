@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from importlib import import_module
 
 from domain.merchant import MerchantError
 from domain.proxy_service import ProxyServiceError
@@ -223,8 +224,22 @@ def parser() -> argparse.ArgumentParser:
 
     r = commands.add_parser("bench-reference", help="Paywarden beside the x402 SDK's facilitator, same load")
     reference_arguments(r)
-    r.set_defaults(func=lambda args: __import__("interfaces.cli.bench_reference").bench_reference.run(args))
-    _note_store_in_help(commands, skip={"localnet", "faucet", "bench", "bench-reference"})
+    r.set_defaults(func=lambda args: import_module("interfaces.cli.bench_reference").run(args))
+
+    from interfaces.cli.bench_load import add_arguments as load_arguments
+
+    bl = commands.add_parser("bench-load", help="fill the store with a long history (payments, listings, read "
+                                                "models) for the large-store benchmark")
+    load_arguments(bl)
+    bl.set_defaults(func=lambda args: import_module("interfaces.cli.bench_load").run(args))
+
+    from interfaces.cli.bench_history import add_arguments as history_arguments
+
+    bh = commands.add_parser("bench-history", help="verify and discovery latency on stores with and without a "
+                                                   "long history, side by side")
+    history_arguments(bh)
+    bh.set_defaults(func=lambda args: import_module("interfaces.cli.bench_history").run(args))
+    _note_store_in_help(commands, skip={"localnet", "faucet", "bench", "bench-reference", "bench-history"})
     return p
 
 

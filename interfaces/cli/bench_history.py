@@ -1,0 +1,221 @@
+"""`paywarden bench-history`: does a request cost more on a store with a long history? The same load, side by side.
+
+Each `--store LABEL=URL` (`sqlite:///DIR`, or `postgresql://…/db`; fill one first with `paywarden bench-load`, or
+leave it empty) gets its own `paywarden up` stack (one worker unless `--workers`), all started first and left
+running, on ports of their own. Then, for each round, store after store so a change in the machine's load hits
+every store alike:
+
+- verify: `--requests` distinct, really signed payments from `--concurrency` clients (`interfaces.cli.bench.drive`);
+- discovery: `GET /discovery/resources` queries of each kind (no filter, a type, a common tag, a rare tag, two
+  tags, a type and a tag), every request a distinct query (its own offset, below 200), so none is answered from
+  the 60-second cache: the catalog is read every time; and a few requests for the last page (`deep`).
+
+Each line prints p50 and p99 (ms) and the 1-minute load average; the summary gives each store's medians over the
+rounds. Exit status 1 if any verify was not `200 valid` or any query not `200`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from solders.hash import Hash
+from solders.keypair import Keypair
+
+from interfaces.adapters.signers import read_keypair
+from interfaces.cli.bench import Report, drive, faucet, rpc, sign_payments
+from interfaces.cli.bench_load import TAGS
+from interfaces.cli.bench_reference import _stop
+
+QUERIES = {
+    "all": {},
+    "type": {"type": "grpc"},
+    "tag": {"tags": TAGS[0]},
+    "rare tag": {"tags": TAGS[120]},
+    "two tags": {"tags": f"{TAGS[1]},{TAGS[3]}"},
+    "type+tag": {"type": "http", "tags": TAGS[2]},
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", action="append", required=True, metavar="LABEL=URL",
+                   help="a store to measure: sqlite:///DIR or postgresql://…/db (repeat; the order is kept)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds over every store (default 2)")
+    p.add_argument("--requests", type=int, default=1500, help="verifies per run (default 1500)")
+    p.add_argument("--warmup", type=int, default=200, help="verifies before the first round, not counted")
+    p.add_argument("--concurrency", type=int, default=8, help="verify clients (default 8)")
+    p.add_argument("--queries", type=int, default=60, help="discovery requests per kind per run (default 60)")
+    p.add_argument("--query-concurrency", type=int, default=4, help="discovery clients (default 4)")
+    p.add_argument("--workers", type=int, default=1, help="API workers of each stack (default 1)")
+    p.add_argument("--base-port", type=int, default=18400, help="stack i listens on base-port + 10·i and up")
+    p.add_argument("--json", action="store_true", help="also print every run as one JSON line")
+
+
+def _start(label: str, url: str, index: int, args: argparse.Namespace, work: Path, children: list) -> dict[str, Any]:
+    data_dir = Path(url.removeprefix("sqlite://")) if url.startswith("sqlite://") else work / f"data-{index}"
+    env = {**os.environ, "PAYWARDEN_DATA_DIR": str(data_dir), "PAYWARDEN_DATABASE_URL": url,
+           "PAYWARDEN_RATE_LIMIT_PER_IP": "100000000/minute"}
+    port = args.base_port + 10 * index
+    argv = [sys.executable, "-m", "interfaces.cli.main", "up", "--json", "--workers", str(args.workers),
+            "--port", str(port), "--rpc-port", str(port + 1), "--console-port", str(port + 2),
+            "--proxy-port", str(port + 3), "--demo-port", str(port + 4), "--demo-backend-port", str(port + 5)]
+    log = (work / f"{index}.log").open("w")
+    child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
+                             start_new_session=True)
+    children.append(child)
+    line = child.stdout.readline() if child.stdout else ""
+    if not line.startswith("{"):
+        raise RuntimeError(f"{label}: paywarden up did not start (status {child.poll()}, see {work}/{index}.log)")
+    up = json.loads(line)
+    subprocess.run([sys.executable, "-m", "interfaces.cli.main", "merchant", "set-rate-limit", up["merchant"],
+                    "--per-minute", "100000000"], env=env, check=True, stdout=subprocess.DEVNULL)
+    status, supported = _get(up["base_url"], "/supported", up["api_key"])
+    kind = supported["kinds"][0]
+    payer = read_keypair(Path(up["payer_keypair_path"]))
+    pay_to = str(Keypair().pubkey())
+    faucet(up["rpc_url"], pay_to, usdc_atomic=1)
+    faucet(up["rpc_url"], str(payer.pubkey()), usdc_atomic=10**12, sol="1")
+    return {**up, "label": label, "payer": payer, "pay_to": pay_to, "fee_payer": kind["extra"]["feePayer"],
+            "network": kind["network"]}
+
+
+def _get(base_url: str, path: str, api_key: str | None = None) -> tuple[int, Any]:
+    host, _, port = base_url.removeprefix("http://").partition(":")
+    conn = http.client.HTTPConnection(host, int(port.split("/")[0]), timeout=60)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"null")
+    finally:
+        conn.close()
+
+
+def _bodies(stack: dict[str, Any], count: int) -> list[bytes]:
+    blockhash = Hash.from_string(rpc(stack["rpc_url"], "getLatestBlockhash")["value"]["blockhash"])
+    return sign_payments(stack["payer"], count, fee_payer=stack["fee_payer"], network=stack["network"],
+                         pay_to=stack["pay_to"], amount=1000, blockhash=blockhash)
+
+
+def _queries(stack: dict[str, Any], paths: list[str], concurrency: int) -> Report:
+    """GET each path once, `concurrency` at a time, on keep-alive connections."""
+    report = Report("discovery", len(paths), concurrency, 0.0)
+    lock, cursor = threading.Lock(), iter(paths)
+    host, _, port = stack["base_url"].removeprefix("http://").partition(":")
+
+    def client() -> None:
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        while True:
+            with lock:
+                path = next(cursor, None)
+            if path is None:
+                break
+            started = time.perf_counter()
+            try:
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                resp.read()
+                answer = str(resp.status)
+            except (OSError, http.client.HTTPException) as failed:
+                conn.close()
+                answer = f"error {type(failed).__name__}"
+            with lock:
+                report.latencies_ms.append((time.perf_counter() - started) * 1000)
+                report.answers[answer] += 1
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _line(stack: dict[str, Any], what: str, report: Report, load: float) -> dict[str, Any]:
+    d = report.as_dict()
+    print(f"{stack['label']:>12} {what:>9}: p50 {d['p50_ms']:>8} ms  p99 {d['p99_ms']:>8} ms  "
+          f"{d['throughput']:>7} /s  load {load:.1f} → {os.getloadavg()[0]:.1f}  {d['answers']}", flush=True)
+    return {"store": stack["label"], "what": what, "load_1min_before": round(load, 2),
+            "load_1min_after": round(os.getloadavg()[0], 2), **d}
+
+
+def run(args: argparse.Namespace) -> int:
+    stores = [s.partition("=") for s in args.store]
+    if any(not label or not url for label, _, url in stores):
+        print("bench-history: --store LABEL=URL (sqlite:///DIR or postgresql://…)", file=sys.stderr)
+        return 2
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="pw-bench-history-") as tmp:
+        work, children = Path(tmp), []
+        try:
+            stacks = [_start(label, url, i, args, work, children) for i, (label, _, url) in enumerate(stores)]
+            for stack in stacks:
+                if args.warmup:
+                    drive(_bodies(stack, args.warmup), base_url=stack["base_url"], api_key=stack["api_key"],
+                          op="verify", concurrency=args.concurrency, timeout=60, label=f"warm-up {stack['label']}")
+                status, page = _get(stack["base_url"], "/discovery/resources?limit=1")
+                stack["listings"] = page["pagination"]["total"] if status == 200 else 0
+                print(f"{stack['label']}: {stack['listings']} listings in the catalog", flush=True)
+            for round_ in range(args.rounds):
+                for stack in stacks:
+                    load = os.getloadavg()[0]
+                    report = drive(_bodies(stack, args.requests), base_url=stack["base_url"],
+                                   api_key=stack["api_key"], op="verify", concurrency=args.concurrency, timeout=60,
+                                   label=f"{stack['label']} verify", progress=False)
+                    runs.append(_line(stack, "verify", report, load))
+                    for kind, params in QUERIES.items():
+                        offsets = range(round_ * 200 // args.rounds,
+                                        round_ * 200 // args.rounds + args.queries)
+                        paths = [f"/discovery/resources?{urlencode({**params, 'offset': o % 200, 'limit': 20})}"
+                                 for o in offsets]
+                        load = os.getloadavg()[0]
+                        runs.append(_line(stack, kind, _queries(stack, paths, args.query_concurrency), load))
+                    deep = [f"/discovery/resources?{urlencode({'offset': max(stack['listings'] - 20 - n, 0)})}"
+                            for n in range(round_ * 10, round_ * 10 + 10)]
+                    load = os.getloadavg()[0]
+                    runs.append(_line(stack, "deep", _queries(stack, deep, 1), load))
+        finally:
+            for child in reversed(children):
+                _stop(child)
+    _summary(runs)
+    if args.json:
+        print(json.dumps(runs))
+    clean = all(set(r["answers"]) == ({"200 valid"} if r["what"] == "verify" else {"200"}) for r in runs)
+    return 0 if clean else 1
+
+
+def _summary(runs: list[dict[str, Any]]) -> None:
+    print("medians over the rounds (p50 / p99 ms):")
+    labels = list(dict.fromkeys(r["store"] for r in runs))
+    kinds = list(dict.fromkeys(r["what"] for r in runs))
+    print(f"{'':>10} " + "".join(f"{label:>24}" for label in labels))
+    for kind in kinds:
+        cells = []
+        for label in labels:
+            mine = [r for r in runs if r["store"] == label and r["what"] == kind]
+            cells.append(f"{statistics.median(r['p50_ms'] for r in mine):>10.2f} / "
+                         f"{statistics.median(r['p99_ms'] for r in mine):>9.2f}")
+        print(f"{kind:>10} " + "".join(f"{c:>24}" for c in cells))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="paywarden bench-history", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
