@@ -37,20 +37,36 @@ def _split(n: int) -> int:
 
 def root(leaves: Sequence[bytes]) -> bytes:
     """MTH(D[n]) of RFC 6962 over leaf hashes, computed bottom-up in O(n) without recursion."""
-    if not leaves:
-        return empty_root()
-    # Fold a stack of perfect subtrees (a compact range), then merge them right to left.
-    stack: list[tuple[int, bytes]] = []  # (size, hash)
+    compact = CompactRange()
     for leaf in leaves:
+        compact.append(leaf)
+    return compact.root()
+
+
+class CompactRange:
+    """The perfect subtrees (a compact range) of a growing list of leaf hashes: appending a leaf and computing the
+    root each cost O(log n), so a log's root is kept current without reading its leaves again."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._stack: list[tuple[int, bytes]] = []  # (size, hash), largest first
+
+    def append(self, leaf: bytes) -> None:
         size, node = 1, leaf
-        while stack and stack[-1][0] == size:
-            left_size, left = stack.pop()
+        while self._stack and self._stack[-1][0] == size:
+            left_size, left = self._stack.pop()
             size, node = left_size + size, node_hash(left, node)
-        stack.append((size, node))
-    node = stack.pop()[1]
-    while stack:
-        node = node_hash(stack.pop()[1], node)
-    return node
+        self._stack.append((size, node))
+        self.size += 1
+
+    def root(self) -> bytes:
+        """MTH of the leaves appended so far: the perfect subtrees merged right to left."""
+        if not self._stack:
+            return empty_root()
+        node = self._stack[-1][1]
+        for _, left in reversed(self._stack[:-1]):
+            node = node_hash(left, node)
+        return node
 
 
 def inclusion_proof(index: int, leaves: Sequence[bytes]) -> list[bytes]:

@@ -37,7 +37,17 @@ class AuditLogView(SqlView):
                       (int(size), tracking.application_name, tracking.notification_id, leaf.hex()))
 
     def size(self) -> int:
-        return int(self.rows("SELECT COUNT(*) FROM audit_log")[0][0])
+        return int(self.rows("SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_log")[0][0])
+
+    def leaves_between(self, start: int, end: int) -> list[bytes]:
+        """The leaves `start` to `end - 1`, in log order (a range of the key: no other leaf is read)."""
+        rows = self.rows("SELECT leaf FROM audit_log WHERE idx >= ? AND idx < ? ORDER BY idx", (start, end))
+        return [bytes.fromhex(r[0]) for r in rows]
+
+    def checkpoint_of(self, size: int) -> tuple[int, str] | None:
+        """The kept checkpoint of this tree size, if any."""
+        rows = self.rows("SELECT size, note FROM audit_checkpoints WHERE size = ?", (size,))
+        return (int(rows[0][0]), rows[0][1]) if rows else None
 
     def leaves(self, size: int | None = None) -> list[bytes]:
         rows = self.rows("SELECT leaf FROM audit_log WHERE idx < ? ORDER BY idx", (self.size() if size is None

@@ -33,6 +33,7 @@ from interfaces.container import build_view
 from projections.audit_log import AuditLogView, SqliteAuditLogView
 
 BATCH = 500
+LEAVES_BATCH = 50_000
 log = logging.getLogger("paywarden.audit")
 
 
@@ -43,6 +44,7 @@ class AuditLog:
     config: Config
     view: AuditLogView
     readers: dict[str, Application]
+    _range: merkle.CompactRange | None = None  # the tree's perfect subtrees, as of the last checkpoint
 
     @classmethod
     def open(cls, config: Config) -> AuditLog:
@@ -115,15 +117,21 @@ class AuditLog:
                 return done
 
     def checkpoint(self, signer: CheckpointSigner | None = None) -> tuple[int, str]:
-        """Sign the tree as it is now; (size, note). A checkpoint of an unchanged size is returned, not re-signed."""
-        leaves = self.view.leaves()
-        kept = [c for c in self.view.checkpoints() if c[0] == len(leaves)]
-        if kept:
-            return kept[0][0], kept[0][1]
+        """Sign the tree as it is now; (size, note). A checkpoint of an unchanged size is returned, not re-signed.
+        The root comes from a compact range kept in this object: only the leaves added since the last checkpoint
+        are read (the first checkpoint of a process reads them all once)."""
+        size = self.view.size()
+        if kept := self.view.checkpoint_of(size):
+            return kept
+        if self._range is None or self._range.size > size:
+            self._range = merkle.CompactRange()
+        for start in range(self._range.size, size, LEAVES_BATCH):
+            for leaf in self.view.leaves_between(start, min(start + LEAVES_BATCH, size)):
+                self._range.append(leaf)
         signer = signer or self.signer()
-        note = signer.sign(Checkpoint(signer.name, len(leaves), merkle.root(leaves)))
-        self.view.record_checkpoint(len(leaves), note, datetime.now(UTC).isoformat())
-        return len(leaves), note
+        note = signer.sign(Checkpoint(signer.name, size, self._range.root()))
+        self.view.record_checkpoint(size, note, datetime.now(UTC).isoformat())
+        return size, note
 
     # -- exporting ------------------------------------------------------------------------------------------
 

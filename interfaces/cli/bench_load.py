@@ -232,8 +232,6 @@ def catch_up_together(app: Any, projections: list[Any], received: RecentReceived
     follower) runs its own `policy` over its share and records the events that result with the batch's last
     position in one transaction, as its `process_event` does for one event (`_process_batch`). Returns how many
     notifications were read."""
-    from contextlib import ExitStack
-
     from eventsourcing.persistence import Tracking
     from eventsourcing.projection import Projection
 
@@ -248,27 +246,28 @@ def catch_up_together(app: Any, projections: list[Any], received: RecentReceived
         positions = [position(p) for p in projections]
         notifications = app.recorder.select_notifications(start=min(positions), limit=BATCH,
                                                           inclusive_of_start=False)
-        later: dict[int, list[Any]] = {}
         if received is not None:
             received.recent = {}
-        with ExitStack() as groups:
-            for projection in projections:
-                if isinstance(projection, Projection):
-                    groups.enter_context(projection.view.batch())
-            for n in notifications:
-                event = None
-                for i, (projection, after) in enumerate(zip(projections, positions, strict=True)):
-                    if n.id > after and n.topic in projection.topics:
-                        event = event or app.mapper.to_domain_event(n)
-                        if isinstance(projection, Projection):
-                            projection.process_event(event, Tracking(app.name, n.id))
-                        else:
-                            later.setdefault(i, []).append((event, Tracking(app.name, n.id)))
-                if received is not None and n.topic == RECEIVED_TOPIC:
+        shares: list[list[Any]] = [[] for _ in projections]
+        for n in notifications:
+            event = None
+            for share, projection, after in zip(shares, projections, positions, strict=True):
+                if n.id > after and n.topic in projection.topics:
                     event = event or app.mapper.to_domain_event(n)
-                    received.recent[event.originator_id] = event
-        for i, share in later.items():
-            _process_batch(projections[i], share)
+                    share.append((event, Tracking(app.name, n.id)))
+            if received is not None and n.topic == RECEIVED_TOPIC:
+                event = event or app.mapper.to_domain_event(n)
+                received.recent[event.originator_id] = event
+        # One projection after the other, each in its own transaction (none waits idle on another's work).
+        for share, projection in zip(shares, projections, strict=True):
+            if not share:
+                continue
+            if isinstance(projection, Projection):
+                with projection.view.batch():
+                    for event, tracking in share:
+                        projection.process_event(event, tracking)
+            else:
+                _process_batch(projection, share)
         read += sum(1 for n in notifications if n.id > seen)  # a lagging position reads some twice
         seen = max([seen, *(n.id for n in notifications)])
         if len(notifications) < BATCH:

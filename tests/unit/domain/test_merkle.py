@@ -162,3 +162,14 @@ def test_a_log_rewritten_below_an_old_size_fails_consistency_with_it():
     rewritten = [*leaves[:3], merkle.leaf_hash(b"inserted"), *leaves[3:]]
     with pytest.raises(ProofError, match="does not extend"):
         merkle.verify_consistency(6, 11, old_root, merkle.root(rewritten), merkle.consistency_proof(6, rewritten))
+
+
+def test_a_compact_range_gives_the_root_of_every_prefix_without_the_leaves_again():
+    from domain.merkle import CompactRange, empty_root, leaf_hash, root
+
+    leaves = [leaf_hash(bytes([i])) for i in range(70)]
+    compact = CompactRange()
+    assert compact.root() == empty_root()
+    for n, leaf in enumerate(leaves, start=1):
+        compact.append(leaf)
+        assert compact.size == n and compact.root() == root(leaves[:n])
