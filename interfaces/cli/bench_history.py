@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="pw-bench-history-") as tmp:
-        work, children = Path(tmp), []
+        work, children = Path(tmp), list[subprocess.Popen[str]]()
         try:
             stacks = [_start(label, url, i, args, work, children) for i, (label, _, url) in enumerate(stores)]
             for stack in stacks:

@@ -87,7 +87,7 @@ class History:
     def __init__(self, payments: Any, merchants: list[Merchant], *, listings: int, days: float, rng: random.Random,
                  expected_payments: int) -> None:
         self._app, self._merchants, self._rng = payments, merchants, rng
-        self._wanted_listings, self._listings = listings, []  # type: ignore[var-annotated]
+        self._wanted_listings = listings
         self._listings: list[Listing] = []
         self._end = datetime.now(UTC) - timedelta(hours=1)
         self._start = self._end - timedelta(days=days)
@@ -174,7 +174,7 @@ class History:
         return rng.choices(self._merchants, self._weights)[0], None
 
     @staticmethod
-    def _at(events: list[Any], moment: datetime) -> list[Any]:
+    def _at(events: Any, moment: datetime) -> list[Any]:
         return [dataclasses.replace(e, timestamp=moment + timedelta(microseconds=i)) for i, e in enumerate(events)]
 
 
@@ -219,7 +219,8 @@ class RecentReceived:
     processed (decoded already) first, else the Payments event store, as `StoredPayments` reads it."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner, self.recent = inner, {}
+        self.inner = inner
+        self.recent: dict[Any, Any] = {}
 
     def get_received(self, payment_id: Any) -> Any:
         return self.recent.get(payment_id) or self.inner.get_received(payment_id)
@@ -281,7 +282,7 @@ def _process_batch(projection: Any, share: list[Any]) -> None:
 
     from domain.listing import listing_id
 
-    processing = ProcessingEvent(tracking=share[-1][1])
+    processing: ProcessingEvent[Any] = ProcessingEvent(tracking=share[-1][1])
     stored = projection.get_listing
 
     def get_listing(resource: str, method: str) -> Any:
