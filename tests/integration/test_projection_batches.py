@@ -172,3 +172,17 @@ def test_an_event_sourced_projection_records_its_new_events_and_the_idle_positio
         assert catch_up(app, tallies) == 0
     finally:
         tallies.close()
+
+
+def test_a_projection_reads_what_its_batch_wrote_so_far(stores):
+    app, view = stores
+    bumps(app, 2)
+    seen = []
+
+    class Reading(CountsProjection):
+        def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+            super().process_event(domain_event, tracking)
+            seen.append(self.view.totals())  # a read model that reads its own rows (the result cache does)
+
+    assert catch_up(app, Reading(view)) == 3
+    assert seen == [{"a": 0}, {"a": 1}, {"a": 2}]
