@@ -59,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query-concurrency", type=int, default=4, help="discovery clients (default 4)")
     p.add_argument("--workers", type=int, default=1, help="API workers of each stack (default 1)")
     p.add_argument("--base-port", type=int, default=18400, help="stack i listens on base-port + 10·i and up")
+    p.add_argument("--direct", action="store_true",
+                   help="discovery only, in this process: time the catalog query itself (`list_resources` on each "
+                        "store's catalog view, no HTTP, no cache); no stack is started")
     p.add_argument("--json", action="store_true", help="also print every run as one JSON line")
 
 
@@ -157,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
     if any(not label or not url for label, _, url in stores):
         print("bench-history: --store LABEL=URL (sqlite:///DIR or postgresql://…)", file=sys.stderr)
         return 2
+    if args.direct:
+        return _direct(stores, args)
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="pw-bench-history-") as tmp:
         work, children = Path(tmp), list[subprocess.Popen[str]]()
@@ -195,6 +200,43 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(runs))
     clean = all(set(r["answers"]) == ({"200 valid"} if r["what"] == "verify" else {"200"}) for r in runs)
     return 0 if clean else 1
+
+
+def _direct(stores: list[tuple[str, str, str]], args: argparse.Namespace) -> int:
+    """Each kind of query `--queries` times per round on each store's catalog view, rounds alternating stores."""
+    from interfaces.config import Config
+    from interfaces.container import build_view
+    from projections.catalog import SqliteCatalogView, list_resources
+
+    views = []
+    for label, _, url in stores:
+        data_dir = Path(url.removeprefix("sqlite://")) if url.startswith("sqlite://") else Path(tempfile.gettempdir())
+        view = build_view(Config(database_url=url, data_dir=data_dir), "catalog", SqliteCatalogView)
+        total = list_resources(view, limit=1).total
+        print(f"{label}: {total} listings in the catalog", flush=True)
+        views.append((label, view, total))
+    runs: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        for label, view, total in views:
+            kinds: dict[str, dict[str, Any]] = {**QUERIES, "deep": {"offset": max(total - 20, 0)}}
+            for kind, params in kinds.items():
+                report = Report("discovery", args.queries, 1, 0.0)
+                load, started = os.getloadavg()[0], time.perf_counter()
+                for n in range(args.queries):
+                    tags = tuple(t for t in params.get("tags", "").split(",") if t)
+                    offset = params.get("offset", (round_ * args.queries + n) % 200)
+                    began = time.perf_counter()
+                    list_resources(view, kind=params.get("type"), tags=tags, limit=20, offset=offset)
+                    report.latencies_ms.append((time.perf_counter() - began) * 1000)
+                    report.answers["ok"] += 1
+                report.seconds = time.perf_counter() - started
+                runs.append(_line({"label": label}, kind, report, load))
+    for _, view, _ in views:
+        view.datastore.close()
+    _summary(runs)
+    if args.json:
+        print(json.dumps(runs))
+    return 0
 
 
 def _summary(runs: list[dict[str, Any]]) -> None:

@@ -56,3 +56,8 @@ def test_a_loaded_store_replays_into_the_same_read_models(store_env, capsys):
         assert catch_up_all(container) == 0
     finally:
         container.close()
+    # The discovery benchmark reads this catalog (in process): every kind of query answers.
+    url = load_config().database_url or f"sqlite://{load_config().data_dir}"
+    assert main(["bench-history", "--direct", "--store", f"loaded={url}", "--rounds", "1", "--queries", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "loaded: 150 listings in the catalog" in out and "two tags" in out and "deep" in out
