@@ -91,8 +91,11 @@ def test_50_concurrent_settles_of_one_payment_over_two_servers_transfer_once(pro
     assert sandbox.token_balance(str(payer.pubkey())) == before[1] - AMOUNT
     assert sandbox.token_balance(str(pay_to.pubkey())) == AMOUNT
     assert len(production.rpc.sends) == before[2] + 1
-    assert events_of(production, body, production.api_key) == ["Received", "Approved", "SettlementSubmitted",
-                                                               "Confirmed"]
+    # Either the retry saw the confirmation itself, or the follow-up recorded it unanswered (Confirmed with
+    # answered=false) and the retry's success is then recorded as the one answered success.
+    assert events_of(production, body, production.api_key) in (
+        ["Received", "Approved", "SettlementSubmitted", "Confirmed"],
+        ["Received", "Approved", "SettlementSubmitted", "Confirmed", "SuccessAnswered"])
 
 
 def test_the_101st_request_in_a_minute_is_429_across_both_servers_and_other_keys_are_unaffected(production,
@@ -130,7 +133,9 @@ def test_a_worker_killed_between_broadcast_and_confirmation_is_reconciled_by_sig
     production.rpc.release.set()
     request.join(30)
     assert lost and isinstance(lost[0], Exception), lost
-    assert events_of(production, body, production.api_key) == ["Received", "Approved", "SettlementSubmitted"]
+    # The projection worker's follow-up may already have seen the transaction confirmed (docs/facilitator.md).
+    assert events_of(production, body, production.api_key) in (
+        ["Received", "Approved", "SettlementSubmitted"], ["Received", "Approved", "SettlementSubmitted", "Confirmed"])
     wait_until(lambda: children(server.process.pid) and set(children(server.process.pid)) != set(workers),
                timeout=30, what="gunicorn's new worker")
 
@@ -144,8 +149,11 @@ def test_a_worker_killed_between_broadcast_and_confirmation_is_reconciled_by_sig
     assert answer.json()["transaction"] == signature
     assert len(production.rpc.sends) == sends + 1  # never broadcast twice
     assert sandbox.token_balance(str(pay_to.pubkey())) == AMOUNT
-    assert events_of(production, body, production.api_key) == ["Received", "Approved", "SettlementSubmitted",
-                                                               "Confirmed"]
+    # Either the retry saw the confirmation itself, or the follow-up recorded it unanswered (Confirmed with
+    # answered=false) and the retry's success is then recorded as the one answered success.
+    assert events_of(production, body, production.api_key) in (
+        ["Received", "Approved", "SettlementSubmitted", "Confirmed"],
+        ["Received", "Approved", "SettlementSubmitted", "Confirmed", "SuccessAnswered"])
 
 
 def test_a_settle_waiting_on_the_chain_does_not_hold_up_the_other_requests_of_its_worker(production, servers):
