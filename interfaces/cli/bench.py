@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -266,14 +266,19 @@ def drive(bodies: Sequence[bytes], *, base_url: str, api_key: str, op: str, conc
             report.latencies_ms.extend(latencies)
             report.answers.update(answers)
 
-    threads = [threading.Thread(target=client, name=f"bench-{i}") for i in range(concurrency)]
     with bar:
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        report.seconds = time.perf_counter() - started
+        return run_clients(client, concurrency, report)
+
+
+def run_clients(client: Callable[[], None], concurrency: int, report: Report) -> Report:
+    """Run `client` in `concurrency` threads at once; the report's seconds are the wall time until all have ended."""
+    threads = [threading.Thread(target=client, name=f"bench-{i}") for i in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    report.seconds = time.perf_counter() - started
     return report
 
 

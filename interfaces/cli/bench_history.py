@@ -34,7 +34,7 @@ from solders.hash import Hash
 from solders.keypair import Keypair
 
 from interfaces.adapters.signers import read_keypair
-from interfaces.cli.bench import Report, drive, faucet, rpc, sign_payments
+from interfaces.cli.bench import Report, drive, faucet, rpc, run_clients, sign_payments
 from interfaces.cli.bench_load import TAGS
 from interfaces.cli.bench_reference import _stop
 
@@ -137,14 +137,7 @@ def _queries(stack: dict[str, Any], paths: list[str], concurrency: int) -> Repor
                 report.answers[answer] += 1
         conn.close()
 
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    report.seconds = time.perf_counter() - started
-    return report
+    return run_clients(client, concurrency, report)
 
 
 def _line(stack: dict[str, Any], what: str, report: Report, load: float) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""The benchmarks' one way to run their clients: `concurrency` threads at once, the wall time of all of them in the
+report; bench-history's discovery queries go through it and count every answer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from interfaces.cli.bench import Report, run_clients
+from interfaces.cli.bench_history import _queries
+
+
+def test_the_clients_run_at_once_and_the_report_holds_their_wall_time():
+    report, running, most = Report("test", 4, 4, 0.0), [0], [0]
+    lock = threading.Lock()
+
+    def client() -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+
+    assert run_clients(client, 4, report) is report
+    assert most[0] == 4  # all four at once, not one after the other
+    assert 0.2 <= report.seconds < 0.8
+
+
+class _Catalog(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        status = 200 if self.path.startswith("/discovery/") else 404
+        self.send_response(status)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_discovery_queries_count_every_answer_by_status():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Catalog)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        paths = ["/discovery/resources?limit=1"] * 7 + ["/elsewhere"] * 3
+        report = _queries({"base_url": f"http://127.0.0.1:{server.server_port}"}, paths, 3)
+    finally:
+        server.shutdown()
+    assert dict(report.answers) == {"200": 7, "404": 3}
+    assert len(report.latencies_ms) == 10 and report.seconds > 0
