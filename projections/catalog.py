@@ -14,7 +14,7 @@ from functools import singledispatchmethod
 from typing import Any
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import IntegrityError, OperationalError, Tracking
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
@@ -58,8 +58,10 @@ class CatalogView(SqlView):
         "CREATE INDEX IF NOT EXISTS catalog_tag_order_type_page ON catalog_tag_order (tag, type, last_updated DESC, "
         "listing_id)",
         "CREATE TABLE IF NOT EXISTS catalog_counts (filter TEXT PRIMARY KEY, n BIGINT NOT NULL)",
-        # A catalog built before these tables existed gets them filled once, from its rows (idempotent: a table
-        # the projection has written to is never empty while the catalog has rows).
+    )
+    # A catalog built before the order and count tables existed gets them filled once, from its rows, when its
+    # view is created with an empty count table (a table the projection has written to is never empty again).
+    backfill = (
         "INSERT INTO catalog_tag_order SELECT t.tag, t.listing_id, l.type, l.last_updated FROM catalog_tags t "
         "JOIN catalog_listings l ON l.listing_id = t.listing_id WHERE NOT EXISTS (SELECT 1 FROM catalog_tag_order)",
         "INSERT INTO catalog_counts SELECT f, n FROM ("
@@ -67,8 +69,19 @@ class CatalogView(SqlView):
         "UNION ALL SELECT 'type:' || type, COUNT(*) FROM catalog_listings GROUP BY type "
         "UNION ALL SELECT 'tag:' || tag, COUNT(*) FROM catalog_tag_order GROUP BY tag "
         "UNION ALL SELECT 'type:' || type || ' tag:' || tag, COUNT(*) FROM catalog_tag_order GROUP BY type, tag"
-        ") AS counted WHERE NOT EXISTS (SELECT 1 FROM catalog_counts)",
+        ") AS counted",
     )
+
+    def create_table(self) -> None:
+        super().create_table()  # type: ignore[misc]
+        if self.rows("SELECT 1 FROM catalog_counts LIMIT 1"):
+            return  # the usual case: nothing to fill, and no write at start-up
+        try:
+            with self.datastore.transaction(commit=True) as c:
+                for statement in self.backfill:
+                    c.execute(self.sql(statement))
+        except (IntegrityError, OperationalError):
+            pass  # another process filled them at the same moment (or holds the lock: the next start fills them)
 
     def get_page(self, kind: str | None, tags: tuple[str, ...], limit: int, offset: int) -> Page:
         """One page in a stable order (most recently updated first, then by id) and the total, read together.

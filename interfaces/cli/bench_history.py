@@ -77,9 +77,13 @@ def _start(label: str, url: str, index: int, args: argparse.Namespace, work: Pat
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
                              start_new_session=True)
     children.append(child)
-    line = child.stdout.readline() if child.stdout else ""
-    if not line.startswith("{"):
-        raise RuntimeError(f"{label}: paywarden up did not start (status {child.poll()}, see {work}/{index}.log)")
+    line, skipped = "", list[str]()
+    while child.stdout and not line.startswith('{"base_url"'):  # a worker's own line may come first
+        line = child.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{label}: paywarden up did not start (status {child.poll()}, printed {skipped}, "
+                               f"see {work}/{index}.log)")
+        skipped.append(line.strip())
     up = json.loads(line)
     subprocess.run([sys.executable, "-m", "interfaces.cli.main", "merchant", "set-rate-limit", up["merchant"],
                     "--per-minute", "100000000"], env=env, check=True, stdout=subprocess.DEVNULL)
