@@ -114,8 +114,8 @@ def test_get_payment_answers_its_merchant_and_no_one_else(settled):
 
 def test_a_proxy_services_history_reads_by_its_id_with_its_upstream_secret_sealed(settled, capsys):
     from application.proxy_services import ProxyServices
-    from interfaces.container import store_env
-    from tests.integration.test_proxy import DOMAINS, build_secrets
+    from interfaces.container import build_secrets, store_env
+    from tests.integration.test_proxy import DOMAINS
 
     gateway, _ = settled
     config = gateway.container.config
