@@ -124,3 +124,18 @@ def test_a_form_target_answers_get_with_405_not_a_page_or_a_500(gateway):
         answer = client.simulate_get(path, cookies={"pw_console_session": cookie})
         assert answer.status_code == 405 and "POST" in answer.headers["Allow"], path
     assert client.simulate_get("/domains", cookies={"pw_console_session": cookie}).status_code == 200
+
+
+def test_the_key_form_offers_the_services_to_scope_to_and_shows_a_refused_one_beside_its_field(gateway):
+    add_owner(gateway.container, "acme", "owner@acme.test")
+    client = console_client(gateway.container)
+    cookie, csrf = log_in(client, "owner@acme.test")
+    page = client.simulate_get("/keys", cookies={"pw_console_session": cookie})
+    assert re.search(r'<label for="f-service">Scoped to service</label>\s*<select id="f-service" name="service">',
+                     page.text)
+    assert '<option value="">none: any payment of yours</option>' in page.text
+    assert "<small>A scoped key verifies and settles only payments" in page.text
+    refused = post(client, "/keys", {"csrf_token": csrf, "env": "test", "service": "no-such-service"}, cookie)
+    assert refused.status_code in (400, 404), refused.status_code
+    assert 'id="f-service" name="service" aria-invalid="true" aria-describedby="e-service"' in refused.text
+    assert '<p class="error" id="e-service">' in refused.text
