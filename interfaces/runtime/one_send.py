@@ -21,7 +21,7 @@ class _Buffer:
 
 
 def hold_headers_for_the_body() -> None:
-    from gunicorn.http import wsgi
+    from gunicorn.http import wsgi  # type: ignore[import-untyped]  # gunicorn ships no type information
 
     response = wsgi.Response
     if getattr(response, "_paywarden_holds_headers", False):
