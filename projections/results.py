@@ -109,7 +109,7 @@ class SqlResultCacheView(SqlView, ResultCacheView):
         return load_entry(rows[0][0]) if rows else None
 
     def payment(self, payment_id: str) -> dict[str, Any] | None:
-        rows = self.own_rows("SELECT facts FROM result_cache_payments WHERE payment_id = ?", (payment_id,))
+        rows = self.rows("SELECT facts FROM result_cache_payments WHERE payment_id = ?", (payment_id,))
         return load_entry(rows[0][0]) if rows else None
 
     def record(self, tracking: Tracking, *, payment_id: str | None = None, payment: dict[str, Any] | None = None,

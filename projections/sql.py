@@ -74,15 +74,6 @@ class SqlView(TrackingRecorder):
             local.cursor = None
         return local
 
-    def own_rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows as this thread's batch sees them, its own uncommitted writes included (a projection that reads
-        what it wrote for an earlier event of the same batch); outside a batch, `rows`."""
-        batch = self._batch_local().cursor
-        if batch is None:
-            return self.rows(statement, params)
-        batch.execute(self.sql(statement), tuple(params))
-        return [values(row) for row in batch.fetchall()]
-
     # A pooled connection broken by a database restart fails once; the retry takes a fresh one.
     @retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
