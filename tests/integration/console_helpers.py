@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from falcon import testing
 from interfaces.http.console.app import create_app
 from interfaces.http.console.collaborators import from_container
 from interfaces.http.console.sessions import COOKIE
+from tests.conftest import make_gateway
 
 PASSWORD = "correct horse battery staple"
 ORIGIN = "http://falconframework.org"  # the falcon test client's own origin
@@ -49,3 +51,13 @@ def add_owner(container: Any, merchant: str, email: str) -> None:
             pass
     container.merchants.add_login(merchant, email, password=PASSWORD)
     container.refresh_accounts()
+
+
+def two_merchants(tmp_path: Any, sandbox: Any, **options: Any) -> Iterator[Any]:
+    """A gateway (`make_gateway` with `options`) whose merchants acme and beta each have a console owner
+    (owner@acme.test, owner@beta.test), closed when the fixture that yields from this ends."""
+    gateway = make_gateway(tmp_path, sandbox, **options)
+    add_owner(gateway.container, "acme", "owner@acme.test")
+    add_owner(gateway.container, "beta", "owner@beta.test")
+    yield gateway
+    gateway.container.close()

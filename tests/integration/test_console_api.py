@@ -6,9 +6,8 @@ import pytest
 
 from domain.merchant import key_prefix
 from domain.networks import DEVNET, MAINNET
-from tests.conftest import make_gateway
 from tests.dnsserver import TxtServer
-from tests.integration.console_helpers import ApiClient, add_owner, console_client
+from tests.integration.console_helpers import ApiClient, console_client, two_merchants
 
 
 @pytest.fixture
@@ -19,11 +18,7 @@ def dns():
 
 @pytest.fixture
 def gateway(tmp_path, sandbox, dns):
-    gateway = make_gateway(tmp_path, sandbox, dns_nameservers=(dns.nameserver,), blocked_domains=("evil.test",))
-    add_owner(gateway.container, "acme", "owner@acme.test")
-    add_owner(gateway.container, "beta", "owner@beta.test")
-    yield gateway
-    gateway.container.close()
+    yield from two_merchants(tmp_path, sandbox, dns_nameservers=(dns.nameserver,), blocked_domains=("evil.test",))
 
 
 @pytest.fixture

@@ -8,18 +8,13 @@ import re
 import pytest
 from solders.keypair import Keypair
 
-from tests.conftest import make_gateway
-from tests.integration.console_helpers import add_owner, console_client
+from tests.integration.console_helpers import console_client, two_merchants
 from tests.integration.test_console_pages import log_in, post
 
 
 @pytest.fixture
 def gateway(tmp_path, sandbox):
-    gateway = make_gateway(tmp_path, sandbox)
-    add_owner(gateway.container, "acme", "owner@acme.test")
-    add_owner(gateway.container, "beta", "owner@beta.test")
-    yield gateway
-    gateway.container.close()
+    yield from two_merchants(tmp_path, sandbox)
 
 
 def test_a_merchant_runs_a_service_from_the_pages(gateway):

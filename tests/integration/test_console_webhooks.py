@@ -7,18 +7,13 @@ import time
 import pytest
 
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
-from tests.conftest import make_gateway
-from tests.integration.console_helpers import ApiClient, add_owner, console_client
+from tests.integration.console_helpers import ApiClient, console_client, two_merchants
 from tests.webhook_receiver import start_receiver
 
 
 @pytest.fixture
 def gateway(tmp_path, sandbox):
-    gateway = make_gateway(tmp_path, sandbox)
-    add_owner(gateway.container, "acme", "owner@acme.test")
-    add_owner(gateway.container, "beta", "owner@beta.test")
-    yield gateway
-    gateway.container.close()
+    yield from two_merchants(tmp_path, sandbox)
 
 
 @pytest.fixture
