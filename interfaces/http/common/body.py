@@ -69,7 +69,9 @@ def parse_json(raw: bytes) -> Any:
         raise _too_deep() from None
     except (UnicodeDecodeError, ValueError):
         raise WireError(Code.INVALID_PAYLOAD, message="the body is not valid JSON") from None
-    if depth(value) > MAX_JSON_DEPTH:
+    # Each nested array or object opens with its own bracket: a body with few brackets cannot nest deeper than
+    # their count, and only a body with more is walked.
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and depth(value) > MAX_JSON_DEPTH:
         raise _too_deep()
     return value
 

@@ -11,15 +11,17 @@ from application.outcomes import SettleOutcome
 from application.payments import Payments
 from domain.codes import Code
 from domain.networks import SCHEME_EXACT, X402_VERSION
+from domain.x402 import PaymentPayload, Requirements
 from interfaces.adapters.signers import KeypairFeePayers
 from interfaces.http.common.auth import check_scope
 from interfaces.http.common.body import read_json
 from interfaces.http.common.errors import WireError
 from interfaces.http.facilitator.schemas import (
     PaymentRequestSchema,
-    SettleResponseSchema,
     SupportedQuerySchema,
-    VerifyResponseSchema,
+    fast_payment_request,
+    settle_answer,
+    verify_answer,
 )
 
 REPLAYED = "Idempotent-Replayed"
@@ -31,15 +33,14 @@ class VerifyResource:
     operation, authenticate, rate_limit = "verify", True, "key"
 
     def __init__(self, payments: Payments) -> None:
-        self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), VerifyResponseSchema()
+        self._payments, self._schema = payments, PaymentRequestSchema()
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        command = self._schema.load(read_json(req))
-        check_scope(req.context.client, command["payment_payload"], command["payment_requirements"])
-        outcome = self._payments.verify(req.context.client, command["payment_payload"],
-                                        command["payment_requirements"])
+        payload, terms = _payment_request(self._schema, read_json(req))
+        check_scope(req.context.client, payload, terms)
+        outcome = self._payments.verify(req.context.client, payload, terms)
         resp.status = falcon.HTTP_200 if outcome.is_valid else falcon.HTTP_400
-        resp.media = self._dump.dump(outcome)
+        resp.media = verify_answer(outcome)
         if outcome.replayed:
             resp.set_header(REPLAYED, "true")
 
@@ -48,17 +49,26 @@ class SettleResource:
     operation, authenticate, rate_limit = "settle", True, "key"
 
     def __init__(self, payments: Payments) -> None:
-        self._payments, self._schema, self._dump = payments, PaymentRequestSchema(), SettleResponseSchema()
+        self._payments, self._schema = payments, PaymentRequestSchema()
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        command = self._schema.load(read_json(req))
-        check_scope(req.context.client, command["payment_payload"], command["payment_requirements"])
-        outcome = self._payments.settle(req.context.client, command["payment_payload"],
-                                        command["payment_requirements"], _idempotency_key(req))
+        payload, terms = _payment_request(self._schema, read_json(req))
+        check_scope(req.context.client, payload, terms)
+        outcome = self._payments.settle(req.context.client, payload, terms, _idempotency_key(req))
         resp.status = _settle_status(outcome)
-        resp.media = self._dump.dump(outcome)
+        resp.media = settle_answer(outcome)
         if outcome.replayed:
             resp.set_header(REPLAYED, "true")
+
+
+def _payment_request(schema: PaymentRequestSchema, body: dict[str, Any]) -> tuple[PaymentPayload, Requirements]:
+    """The payment and its terms: a plainly valid body without marshmallow, anything else through the schema (which
+    refuses it with its messages, or loads the same objects)."""
+    parsed = fast_payment_request(body)
+    if parsed is not None:
+        return parsed
+    command = schema.load(body)
+    return command["payment_payload"], command["payment_requirements"]
 
 
 def _idempotency_key(req: falcon.Request) -> str | None:

@@ -1,4 +1,9 @@
-"""Marshmallow schemas of the x402 v2 wire format: every field validated at the edge, sizes bounded."""
+"""Marshmallow schemas of the x402 v2 wire format: every field validated at the edge, sizes bounded.
+
+The schemas are the definition (the OpenAPI document is built from them, and every refusal's message and code comes
+from them). `fast_payment_request` is the hot path of POST /verify and /settle: it accepts only bodies the schema
+accepts, builds exactly what the schema's `load` builds, and answers None for anything else, which then goes through
+the schema (tests/unit/interfaces/test_fast_request.py holds both to the same table of bodies)."""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ from domain.x402 import PaymentPayload, Requirements
 
 WRONG_VERSION = f"x402Version must be {X402_VERSION}"
 CAIP2 = re.compile(r"^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$")
-BASE58_ADDRESS = validate.Regexp(r"^[1-9A-HJ-NP-Za-km-z]{32,44}$", error="not a base58 address")
+BASE58 = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{32,44}$")
+BASE58_ADDRESS = validate.Regexp(BASE58, error="not a base58 address")
 U64_MAX = 2**64 - 1
 MAX_TRANSACTION_B64 = 1644  # a Solana packet is 1232 bytes; base64 of that, rounded up
 MAX_MEMO_BYTES = 256  # x402 SVM `exact`: extra.memo
@@ -111,6 +117,102 @@ class PaymentRequestSchema(Schema):
     payment_requirements = fields.Nested(PaymentRequirementsSchema, required=True, data_key="paymentRequirements")
 
 
+_MISSING = object()
+_BASE58_MATCH = BASE58.match  # as `validate.Regexp` matches
+_CAIP2_MATCH = CAIP2.fullmatch
+
+
+def fast_payment_request(body: dict[str, Any]) -> tuple[PaymentPayload, Requirements] | None:
+    """`PaymentRequestSchema().load(body)`'s payload and requirements for a body that is plainly valid; None when
+    anything is missing, of another type, out of range or unusual (the schema then decides, and words the refusal)."""
+    version = body.get("x402Version", _MISSING)
+    if version is not _MISSING and (type(version) is not int or version != X402_VERSION):
+        return None
+    payload, terms = _fast_payload(body.get("paymentPayload")), _fast_requirements(body.get("paymentRequirements"))
+    if payload is None or terms is None:
+        return None
+    return payload, terms
+
+
+def _fast_requirements(data: Any) -> Requirements | None:
+    if type(data) is not dict:
+        return None
+    scheme, network, amount = data.get("scheme"), data.get("network"), data.get("amount")
+    asset, pay_to = data.get("asset"), data.get("payTo")
+    if type(scheme) is not str or not 0 < len(scheme) <= 32:
+        return None
+    if type(network) is not str or not 0 < len(network) <= 64 or not _CAIP2_MATCH(network):
+        return None
+    if type(amount) is not str or not 0 < len(amount) <= 20 or not amount.isascii() or not amount.isdigit():
+        return None
+    atomic = int(amount)
+    if not 0 < atomic <= U64_MAX:
+        return None
+    if type(asset) is not str or not _BASE58_MATCH(asset) or type(pay_to) is not str or not _BASE58_MATCH(pay_to):
+        return None
+    timeout = data.get("maxTimeoutSeconds", DEFAULT_MAX_TIMEOUT_SECONDS)
+    if type(timeout) is not int or not 1 <= timeout <= 86_400:
+        return None
+    extra = data.get("extra", _MISSING)
+    if extra is _MISSING:
+        extra = {}
+    elif type(extra) is not dict:
+        return None
+    else:
+        memo = extra.get("memo")
+        if memo is not None and (type(memo) is not str or not memo.isascii() or len(memo) > MAX_MEMO_BYTES):
+            return None
+        extra = dict(extra)
+    return Requirements(scheme=scheme, network=network, amount=atomic, asset=asset, pay_to=pay_to,
+                        max_timeout_seconds=timeout, extra=extra)
+
+
+def _fast_payload(data: Any) -> PaymentPayload | None:
+    if type(data) is not dict:
+        return None
+    version, payload = data.get("x402Version"), data.get("payload")
+    if type(version) is not int or version != X402_VERSION or type(payload) is not dict:
+        return None
+    transaction = payload.get("transaction")
+    if type(transaction) is not str or not 0 < len(transaction) <= MAX_TRANSACTION_B64:
+        return None
+    accepted = data.get("accepted", _MISSING)
+    if accepted is _MISSING:
+        accepted = None
+    elif (accepted := _fast_requirements(accepted)) is None:
+        return None
+    resource = data.get("resource", _MISSING)
+    if resource is _MISSING:
+        resource = None
+    elif (resource := _fast_resource(resource)) is None:
+        return None
+    extensions = data.get("extensions", _MISSING)
+    if extensions is _MISSING:
+        extensions = {}
+    elif type(extensions) is not dict:
+        return None
+    else:
+        extensions = dict(extensions)
+    return PaymentPayload(transaction=transaction, accepted=accepted, resource=resource, extensions=extensions)
+
+
+def _fast_resource(data: Any) -> dict[str, Any] | None:
+    if type(data) is not dict:
+        return None
+    url = data.get("url")
+    if type(url) is not str or not 0 < len(url) <= 2048:
+        return None
+    resource = {"url": url}
+    for key, most in (("description", 1024), ("mimeType", 255)):
+        value = data.get(key, _MISSING)
+        if value is _MISSING:
+            continue
+        if type(value) is not str or len(value) > most:
+            return None
+        resource[key] = value
+    return resource
+
+
 def classify(messages: Any) -> Code:
     """The spec's code for a schema failure: version first, then payload, requirements, network."""
     if not isinstance(messages, dict):
@@ -158,6 +260,27 @@ class SettleResponseSchema(Schema):
                                   metadata={"description": "the field or rule that failed, in words (x402 v2)"})
 
     _clean = post_dump(lambda self, data, **_: _without_none(data))
+
+
+def verify_answer(outcome: Any) -> dict[str, Any]:
+    """`VerifyResponseSchema().dump(outcome)`, without marshmallow: the same keys in the same order."""
+    details = outcome.simulation_details
+    return _without_none({"isValid": outcome.is_valid, "payer": _text(outcome.payer),
+                          "invalidReason": _text(outcome.invalid_reason),
+                          "invalidMessage": _text(outcome.invalid_message),
+                          "simulationDetails": None if details is None else dict(details)})
+
+
+def settle_answer(outcome: Any) -> dict[str, Any]:
+    """`SettleResponseSchema().dump(outcome)`, without marshmallow: the same keys in the same order."""
+    return _without_none({"success": outcome.success, "transaction": _text(outcome.transaction),
+                          "network": _text(outcome.network), "payer": _text(outcome.payer),
+                          "errorReason": _text(outcome.error_reason), "errorMessage": _text(outcome.error_message)})
+
+
+def _text(value: Any) -> str | None:
+    """What `fields.String` dumps: None stays None, anything else its text."""
+    return value if value is None or type(value) is str else str(value)
 
 
 class SupportedQuerySchema(Schema):

@@ -53,6 +53,13 @@ def test_the_depth_limit_is_64_nested_arrays_and_objects(client):
     assert "deeper than 64" in too_deep.json["message"]
 
 
+def test_brackets_in_strings_count_toward_the_walk_not_the_depth(client):
+    shallow = b'{"a": "' + b"[{" * 100 + b'", "b": [[{}]]}'
+    assert depth(parse_json(shallow)) == 4 and post(client, shallow).status_code == 200
+    padded = nested(MAX_JSON_DEPTH + 1)[:-1] + b', "s": "' + b"[" * 10 + b'"}'  # the walk still finds 65
+    assert post(client, padded).json["error"] == "invalid_payload"
+
+
 @pytest.mark.parametrize("raw", [b"[" * 60_000, b'{"a":' * 13_000, b"[" * 30_000 + b"]" * 30_000])
 def test_nesting_far_past_the_recursion_limit_is_400_not_500(client, raw):
     result = post(client, raw)
