@@ -29,16 +29,34 @@ SECRETS = (
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 
 
+_KEY, _BEARER, _BASE64 = SECRETS
+_ENCODE = json.JSONEncoder(default=str, ensure_ascii=False).encode  # json.dumps(…, default=str, ensure_ascii=False)
+
+
 def redact(text: str) -> str:
-    for pattern, replacement in SECRETS:
-        text = pattern.sub(replacement, text)
-    return text
+    """Each of SECRETS in turn. A key starts with `pw_`, and `bearer` matches (case-insensitively) only ASCII letters,
+    so a line without them skips those two patterns (the case-insensitive one is the slowest)."""
+    if "pw_" in text:
+        text = _KEY[0].sub(_KEY[1], text)
+    if "bearer" in text.lower():
+        text = _BEARER[0].sub(_BEARER[1], text)
+    return _BASE64[0].sub(_BASE64[1], text)
+
+
+def timestamp(created: float) -> str:
+    """A record's `ts`: ISO 8601 UTC to the millisecond."""
+    return datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def json_line(fields: dict[str, Any]) -> str:
+    """One log line, secrets masked: what `JsonFormatter` writes for a record with these fields."""
+    return redact(_ENCODE(fields))
 
 
 def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     """What one log line holds, before any masking."""
     fields: dict[str, Any] = {
-        "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "ts": timestamp(record.created),
         "level": record.levelname.lower(),
         "logger": record.name,
         "message": record.getMessage(),
@@ -62,8 +80,12 @@ class JsonFormatter(logging.Formatter):
         super().__init__(*args, **kwargs)
         self._redact = redact
 
+    @property
+    def redacts(self) -> bool:
+        return self._redact
+
     def format(self, record: logging.LogRecord) -> str:
-        line = json.dumps(record_fields(record), default=str, ensure_ascii=False)
+        line = _ENCODE(record_fields(record))
         return redact(line) if self._redact else line
 
 

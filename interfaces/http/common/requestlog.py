@@ -2,6 +2,11 @@
 
 The line holds method, route (the URI template), path, status, duration_ms, request_id, client (the merchant id or
 "anonymous") and, when a payment or a request failed, reason. Never a header, a body, a key or a transaction.
+
+When logging is configured as the service configures it (`interfaces/runtime/observability.py`: the one JSON
+stream handler, on the root logger), the line is written straight to that handler's stream, formatted and masked
+exactly as the handler would (`json_line`); under any other configuration (a test's capture, an added handler, a
+filter) it goes through `logging` as a record.
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 
 import falcon
 
 from domain.clients import ANONYMOUS_ID
 from interfaces.runtime.metrics_registry import PAYMENT_DURATION, PAYMENT_OUTCOMES, RATE_LIMITED, REQUESTS, method_label
+from interfaces.runtime.observability import JsonFormatter, json_line, timestamp
 
 REQUEST_ID = "X-Request-Id"
 SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -61,15 +68,15 @@ class RequestLogMiddleware:
         rid = getattr(req.context, "request_id", None) or request_id(req)
         resp.set_header(REQUEST_ID, rid)
         route, status = req.uri_template or UNMATCHED, resp.status_code
-        REQUESTS.labels(method_label(req.method), route, str(status)).inc()
+        _child(REQUESTS, method_label(req.method), route, str(status)).inc()
         operation = getattr(resource, "operation", None)
         media = resp.media if resp.data is None and resp.text is None else None
         result = outcome(operation, media) if operation in ("verify", "settle") else None
         if operation in ("verify", "settle"):
-            PAYMENT_DURATION.labels(operation).observe(elapsed)
+            _child(PAYMENT_DURATION, operation).observe(elapsed)
             if result is not None:
                 replayed = "true" if resp.get_header("Idempotent-Replayed") else "false"
-                PAYMENT_OUTCOMES.labels(operation, *result, replayed).inc()
+                _child(PAYMENT_OUTCOMES, operation, *result, replayed).inc()
         if status == 429:
             scope = getattr(req.context, "rate_limit_scope", None)
             if scope not in ("key", "ip", "auth"):
@@ -83,7 +90,57 @@ class RequestLogMiddleware:
         if reason:
             fields["reason"] = reason
         level = logging.WARNING if status >= 500 else logging.INFO
-        log.log(level, "%s %s %s", req.method, route, status, extra=fields)
+        write_line(level, (req.method, route, status), fields)
+
+
+def write_line(level: int, args: tuple[str, str, int], fields: dict[str, Any]) -> None:
+    """The access line ("method route status" and `fields`): straight to the service's JSON handler when it is the
+    only one, else as a record."""
+    if not log.isEnabledFor(level):
+        return
+    handler = _only_json_handler(level)
+    if handler is not None:
+        line = json_line({"ts": timestamp(time.time()), "level": logging.getLevelName(level).lower(),
+                          "logger": log.name, "message": " ".join(map(str, args)), **fields})
+        try:
+            handler.stream.write(line + handler.terminator)
+            handler.stream.flush()
+            return
+        except Exception:  # noqa: BLE001 - let logging report it as it reports a failed emit
+            pass
+    log.log(level, "%s %s %s", *args, extra=fields)
+
+
+def _only_json_handler(level: int) -> logging.StreamHandler | None:
+    """The handler a record of `level` would reach, when it is the only one and exactly the service's: a plain
+    `StreamHandler` with the masking `JsonFormatter`, no filter anywhere on the way."""
+    if log.filters:
+        return None
+    found: list[logging.Handler] = []
+    logger: logging.Logger | None = log
+    while logger is not None:
+        found.extend(logger.handlers)
+        logger = logger.parent if logger.propagate else None
+    if len(found) != 1:
+        return None
+    handler = found[0]
+    if (type(handler) is not logging.StreamHandler or handler.filters or level < handler.level
+            or type(handler.formatter) is not JsonFormatter or not handler.formatter.redacts):
+        return None
+    return handler
+
+
+# A metric's child per label values, as `labels()` returns it (it keeps them too): the values come from bounded sets
+# (methods, route templates, statuses, operations, reason codes), so this holds as many entries as the metrics do.
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    key = (metric, *labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
 
 
 def _error_code(media: object) -> str | None:
