@@ -1,0 +1,99 @@
+"""The in-memory moving window (`MemoryWindows`) answers as `limits`' own moving window over its memory storage:
+the same admissions, the same window statistics (so the same `Retry-After`), exact under racing threads."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+from limits import parse, storage, strategies
+
+from interfaces.http.common.ratelimit import MemoryWindows, RateLimited, RateLimiter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.123
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(time, "time", fake)
+    return fake
+
+
+def test_the_same_answers_as_the_librarys_moving_window(clock):
+    library = strategies.MovingWindowRateLimiter(storage.MemoryStorage())
+    ours = MemoryWindows()
+    items = [parse("3/second"), parse("5/minute"), parse("1/second")]
+    rng = random.Random(16)
+    admitted = refused = 0
+    for _ in range(3000):
+        clock.now += rng.uniform(0, 70) if rng.random() < 0.02 else rng.choice([0.0, rng.uniform(0, 0.3),
+                                                                                rng.uniform(0, 2)])
+        item, identity = rng.choice(items), ("key", rng.choice(["k1", "k2"]))
+        operation = rng.choice(["hit", "hit", "test", "stats"])
+        if operation == "hit":
+            answer = ours.hit(item, *identity)
+            assert answer == library.hit(item, *identity)
+            admitted, refused = admitted + answer, refused + (not answer)
+        elif operation == "test":
+            assert ours.test(item, *identity) == library.test(item, *identity)
+        else:
+            mine, theirs = ours.get_window_stats(item, *identity), library.get_window_stats(item, *identity)
+            assert mine.remaining == theirs.remaining
+            if mine.remaining < item.amount:  # an empty window's reset is the library's leftover entry, or now
+                assert mine.reset_time == theirs.reset_time
+    assert admitted > 300 and refused > 300, (admitted, refused)
+
+
+def test_idle_keys_are_dropped_and_busy_ones_kept(clock):
+    windows, item = MemoryWindows(), parse("2/minute")
+    assert windows.hit(item, "ip", "a") and windows.hit(item, "ip", "b")
+    clock.now += 50
+    assert windows.hit(item, "ip", "b")
+    clock.now += MemoryWindows.SWEEP_SECONDS + 1  # "a" is 61 s old, "b"'s last hit 11 s
+    assert windows.hit(item, "ip", "c")
+    assert set(windows._windows) == {item.key_for("ip", "b"), item.key_for("ip", "c")}
+    assert windows.get_window_stats(item, "ip", "b").remaining == 1  # its first hit left the window
+
+
+def test_racing_threads_are_admitted_exactly_the_budget():
+    windows, item = MemoryWindows(), parse("20/minute")
+    results: list[bool] = []
+    start = threading.Barrier(50)
+
+    def one() -> None:
+        start.wait()
+        results.append(windows.hit(item, "key", "k"))
+
+    threads = [threading.Thread(target=one) for _ in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(True) == 20
+
+
+def test_the_limiter_on_memory_refuses_with_the_seconds_until_a_slot_frees(clock):
+    limiter = RateLimiter("memory://", "2/minute", "1/minute")
+    limiter.check_key("k", None)
+    clock.now += 15
+    limiter.check_key("k", None)
+    clock.now += 10
+    with pytest.raises(RateLimited) as refused:
+        limiter.check_key("k", None)
+    assert refused.value.retry_after == 35 and refused.value.scope == "key"
+    limiter.check_key("k", 3)  # a merchant's override is a budget of its own
+    clock.now += 35.5
+    limiter.check_key("k", None)  # the first hit left the window
+    limiter.auth_failed("203.0.113.5")
+    with pytest.raises(RateLimited) as spent:
+        limiter.admit_key("203.0.113.5", "k2", None)
+    assert spent.value.scope == "auth" and spent.value.retry_after == 60
