@@ -17,11 +17,15 @@ outbox and audit log views) keeps `FULL`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from eventsourcing import sqlite
+from eventsourcing.persistence import ConnectionPoolClosedError, ConnectionUnavailableError, InterfaceError
 from eventsourcing.utils import Environment
 
 FACTORY_TOPIC = "interfaces.adapters.sqlite:SQLiteFactory"
@@ -30,7 +34,8 @@ LEVELS = ("FULL", "NORMAL")
 
 
 class SQLiteFactory(sqlite.SQLiteFactory):
-    """eventsourcing's SQLite factory; each new connection runs `PRAGMA synchronous=<SQLITE_SYNCHRONOUS>`."""
+    """eventsourcing's SQLite factory over a `LeanDatastore`; each new connection runs `PRAGMA
+    synchronous=<SQLITE_SYNCHRONOUS>`."""
 
     def __init__(self, env: Environment | dict[str, str] | None) -> None:
         super().__init__(env)
@@ -38,15 +43,87 @@ class SQLiteFactory(sqlite.SQLiteFactory):
         if level not in LEVELS:
             raise OSError(f"{SYNCHRONOUS} must be one of {', '.join(LEVELS)}, got {level!r}")
         self.synchronous = level
-        pool = self.datastore.pool
-        connect = pool._create_connection  # the library has no hook for connection set-up; wrap its factory
+        library = self.datastore  # built from the environment by the library; it has opened no connection yet
+        self.datastore = LeanDatastore(
+            library.pool.db_name, synchronous=level, lock_timeout=library.pool.lock_timeout,
+            single_row_tracking=library.single_row_tracking, originator_id_type=library.originator_id_type,
+        )
+        library.close()
 
-        def create_connection() -> sqlite.SQLiteConnection:
-            connection = connect()
-            connection._sqlite_conn.execute(f"PRAGMA synchronous={level}")
-            return connection
 
-        pool._create_connection = create_connection  # type: ignore[method-assign]
+class LeanDatastore(sqlite.SQLiteDatastore):
+    """eventsourcing's SQLite datastore with a plain list of idle connections instead of its pool's locks.
+
+    The library's `ConnectionPool` takes about eight locks and conditions per transaction (its queue, its count of
+    readers, the writer lock, each connection's in-use lock), and under gevent each is a Python-level lock, one of
+    them yielding to the hub at every return of a connection: ~100 µs per transaction in a gevent worker, four
+    transactions per verify. Here a transaction takes an idle connection from a list (or opens one), and gives it
+    back: a list `pop` and `append`, atomic for threads and greenlets alike. What the library's pool guaranteed
+    stays: a connection serves one transaction at a time, and the writers of one process take turns on one lock (a
+    gevent lock in a gevent worker), so a writer never waits on SQLite's busy handler for another writer of its own
+    process (that wait sleeps without yielding, and in WAL a read-then-write transaction would fail at once on a
+    concurrent commit). Connections are made as the library makes them (WAL, autocommit, `sqlite3.Row`) plus the
+    synchronous level; an in-memory database keeps the library's pool (it needs its reader-writer exclusion).
+    """
+
+    def __init__(self, db_name: str, *, synchronous: str = "FULL", **kwargs: Any) -> None:
+        super().__init__(db_name, **kwargs)
+        self.synchronous = synchronous
+        self._idle: list[sqlite.SQLiteConnection] = []
+        self._writer = threading.Lock()  # gevent's when the worker is patched: a waiting writer yields
+        self._closed = False
+
+    @contextmanager
+    def get_connection(self, *, commit: bool) -> Iterator[sqlite.SQLiteConnection]:
+        if self.pool.is_sqlite_memory_mode:
+            with super().get_connection(commit=commit) as conn:
+                yield conn
+            return
+        if self._closed:
+            raise ConnectionPoolClosedError("the datastore is closed")
+        if commit and not self._writer.acquire(timeout=self.pool.pool_timeout):
+            raise ConnectionUnavailableError("Timed out waiting for return of writer")
+        try:
+            try:
+                conn = self._idle.pop()
+            except IndexError:
+                conn = self._connect()
+            try:
+                yield conn
+            finally:
+                if self._closed or len(self._idle) >= self.pool.pool_size:
+                    conn.close()
+                else:
+                    self._idle.append(conn)
+        finally:
+            if commit:
+                self._writer.release()
+
+    def _connect(self) -> sqlite.SQLiteConnection:
+        """A connection as the library's pool makes one (`SQLiteConnectionPool._create_connection`: autocommit, WAL,
+        `sqlite3.Row`), with sqlite3's default statement cache (the library passes `cached_statements=True`, a
+        cache of one statement: every statement of a transaction was compiled again, ~3x the CPU of a read) and the
+        synchronous level."""
+        pool = self.pool
+        try:
+            c = sqlite3.connect(database=pool.db_name, uri=True, check_same_thread=False, isolation_level=None,
+                                timeout=pool.lock_timeout or sqlite.SQLITE3_DEFAULT_LOCK_TIMEOUT)
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not pool.is_journal_mode_wal:
+            if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                c.execute("PRAGMA journal_mode=WAL")
+                pool.journal_mode_was_changed_to_wal = True
+            pool.is_journal_mode_wal = True
+        c.execute(f"PRAGMA synchronous={self.synchronous}")
+        c.row_factory = sqlite3.Row
+        return sqlite.SQLiteConnection(sqlite_conn=c, max_age=None)
+
+    def close(self) -> None:
+        self._closed = True
+        while self._idle:
+            self._idle.pop().close()
+        super().close()
 
 
 def fsync_database(db_path: Path) -> Callable[[], None]:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from eventsourcing.persistence import InfrastructureFactory
+from eventsourcing.persistence import ConnectionPoolClosedError, InfrastructureFactory
 from eventsourcing.utils import Environment
 
-from interfaces.adapters.sqlite import DurableSends, SQLiteFactory, fsync_database
+from interfaces.adapters.sqlite import DurableSends, LeanDatastore, SQLiteFactory, fsync_database
 from interfaces.config import Config
 from interfaces.container import store_env
 
@@ -98,3 +100,60 @@ def test_the_barrier_fsyncs_the_wal_and_the_database_file(tmp_path, monkeypatch)
     synced.clear()
     fsync_database(db)()
     assert synced == [str(db)]
+
+
+def lean_datastore(tmp_path: Path) -> LeanDatastore:
+    factory = InfrastructureFactory.construct(env=Environment("payments", store_env(Config(data_dir=tmp_path),
+                                                                                    "payments")))
+    assert isinstance(factory.datastore, LeanDatastore)
+    with factory.datastore.transaction(commit=True) as cursor:
+        cursor.execute("CREATE TABLE counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+        cursor.execute("INSERT INTO counters VALUES ('a', 0)")
+    return factory.datastore
+
+
+def test_transactions_one_after_another_share_one_connection(tmp_path):
+    datastore = lean_datastore(tmp_path)
+    seen = set()
+    for _ in range(3):
+        with datastore.get_connection(commit=False) as conn:
+            seen.add(id(conn))
+        with datastore.transaction(commit=True) as cursor:
+            cursor.execute("UPDATE counters SET n = n + 1")
+    assert len(seen) == 1 and len(datastore._idle) == 1
+    with datastore.get_connection(commit=False) as first, datastore.get_connection(commit=False) as second:
+        assert first is not second  # a connection serves one transaction at a time
+    datastore.close()
+    with pytest.raises(ConnectionPoolClosedError):
+        with datastore.transaction(commit=False):
+            pass
+
+
+def test_the_writers_of_one_process_take_turns(tmp_path):
+    """Read-then-write transactions in two threads: in WAL, one that read before the other's commit could not
+    write (SQLITE_BUSY_SNAPSHOT, at once, no busy wait); taking turns on the datastore's writer lock, none fails
+    and no increment is lost."""
+    datastore = lean_datastore(tmp_path)
+    failures: list[BaseException] = []
+
+    def increment() -> None:
+        try:
+            for _ in range(30):
+                with datastore.transaction(commit=True) as cursor:
+                    cursor.execute("SELECT n FROM counters WHERE name = 'a'")
+                    n = cursor.fetchone()[0]
+                    time.sleep(0.001)  # the other thread runs meanwhile
+                    cursor.execute("UPDATE counters SET n = ? WHERE name = 'a'", (n + 1,))
+        except BaseException as failure:  # noqa: BLE001 - reported below
+            failures.append(failure)
+
+    threads = [threading.Thread(target=increment) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    with datastore.transaction(commit=False) as cursor:
+        cursor.execute("SELECT n FROM counters")
+        assert cursor.fetchone()[0] == 60
+    datastore.close()
