@@ -19,7 +19,14 @@ from application.ports import Chain, QueryCache, Resolver, ResultCache, SystemCl
 from application.proxy_services import ProxyServices
 from application.webhooks import Webhooks
 from domain.networks import DEVNET, MAINNET
-from interfaces.adapters.accounts_cache import CachedAccounts, ChangePublisher, PushedChanges, TrackingPosition
+from interfaces.adapters.accounts_cache import (
+    CachedAccounts,
+    ChangePublisher,
+    DataVersion,
+    Freshness,
+    PushedChanges,
+    TrackingPosition,
+)
 from interfaces.adapters.chain.instrumented import instrument_chains
 from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
@@ -34,7 +41,7 @@ from interfaces.adapters.secrets import BoxedSecrets
 from interfaces.adapters.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
 from interfaces.adapters.sqlite import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
 from interfaces.adapters.sqlite import SYNCHRONOUS as SQLITE_SYNCHRONOUS
-from interfaces.adapters.sqlite import durable_sends
+from interfaces.adapters.sqlite import LeanDatastore, durable_sends
 from interfaces.config import Config, ConfigError
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
@@ -175,9 +182,15 @@ class Container:
 
     def key_lookup(self) -> CachedAccounts:
         """The API's key lookup: the accounts view cached in this process, dropped when the view changes (pushed
-        over Redis when there is Redis, else the view's tracking position read per request)."""
-        freshness = (PushedChanges(self.config.redis_url) if self.redis is not None
-                     else TrackingPosition(self.accounts, self.merchants.name))
+        over Redis when there is Redis; else, on SQLite, the view file's data version, on PostgreSQL the view's
+        tracking position, read per request)."""
+        freshness: Freshness
+        if self.redis is not None:
+            freshness = PushedChanges(self.config.redis_url)
+        elif isinstance(self.accounts.datastore, LeanDatastore):
+            freshness = DataVersion(self.accounts.datastore.pool.db_name)
+        else:
+            freshness = TrackingPosition(self.accounts, self.merchants.name)
         return CachedAccounts(self.accounts, freshness)
 
     def refresh_webhooks(self) -> int:

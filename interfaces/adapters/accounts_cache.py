@@ -12,15 +12,18 @@ every lookup reads the view (fail safe: a stale key is never served).
   read: Redis writes the message to every subscriber before it answers the publisher, so it is there before the
   revoking command returns). While the subscription is not confirmed, broken, or being re-established, the token
   is None: the view is read per request, as without the cache.
-- `TrackingPosition` (the embedded default, and PostgreSQL without Redis): the view's tracking position, read per
-  request. Each event is applied with its tracking record in one transaction, so a changed view has a changed
-  position; the query is a primary-key lookup in the same SQLite file (no network), cheaper than the key lookup.
+- `DataVersion` (the embedded default): SQLite's `PRAGMA data_version` of the view's file, on a connection of the
+  worker's own that never writes: SQLite changes it whenever another connection (any process) has committed to
+  the file, from the commit on. A few microseconds: no table is read, no transaction of the library's is opened.
+- `TrackingPosition` (PostgreSQL without Redis): the view's tracking position, read per request. Each event is
+  applied with its tracking record in one transaction, so a changed view has a changed position.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Hashable
@@ -70,6 +73,45 @@ class CachedAccounts:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._view, name)
+
+
+class DataVersion:
+    """Freshness from SQLite's `PRAGMA data_version` of the database file `db_name` (the accounts view's).
+
+    The value changes when a commit by another connection, of this process or another, has changed the file since
+    this connection's previous look (https://www.sqlite.org/pragma.html#pragma_data_version); SQLite updates it as
+    part of the commit, so there is no moment at which a committed revocation is in the file and the token has not
+    moved. The connection is this object's alone and never writes (its own commits would not count). The token
+    pairs the value with the connection it came from (a new connection counts afresh); when the file cannot be
+    read, the token is None and every lookup reads the view. A forked child opens its own connection.
+    """
+
+    def __init__(self, db_name: str) -> None:
+        self._db_name = db_name
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self._connections = 0  # connections opened so far: the first half of every token
+
+    def current(self) -> Hashable | None:
+        try:
+            if self._conn is None or self._pid != os.getpid():
+                self._open()
+            assert self._conn is not None
+            return self._connections, self._conn.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as unreadable:
+            log.warning("cannot read the accounts view's data version (%s): reading the view per request", unreadable)
+            self._conn = None
+            return None
+
+    def _open(self) -> None:
+        self._conn, self._pid = None, os.getpid()
+        self._connections += 1
+        self._conn = sqlite3.connect(self._db_name, uri=True, check_same_thread=False, isolation_level=None)
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
 
 
 class TrackingPosition:
