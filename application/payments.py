@@ -91,7 +91,7 @@ class Payments(Application[UUID]):
         self._cache: ResultCache = cache or NoResults()
         self._clock: Clock = clock or SystemClock()
         self._settings = settings
-        self._admission: Admission = admission or _CacheThenLock(self._cache, self._locks)
+        self._admission: Admission = admission or _LockThenCache(self._cache, self._locks)
 
     # -- commands -----------------------------------------------------------------------------------------
 
@@ -399,16 +399,21 @@ class Payments(Application[UUID]):
                                    "retry") from race
 
 
-class _CacheThenLock:
-    """`Admission` from the two ports, one after the other (the in-process stores: no round trip to save)."""
+class _LockThenCache:
+    """`Admission` from the two ports, for the in-process locks (no round trip to save): the lock first, the cache
+    only when another request holds it.
+
+    A request that gets the lock reads the event store, which gives the same answer as the cache (the cache is
+    written from the same events by the functions the live answer calls, and a miss is always answered from the
+    event store): so the common request, a new payment or a settle after its verify, which the cache cannot answer
+    anyway, reads one store instead of two. A request that finds the lock held reads the cache: a terminal result is
+    still answered while another request holds the payment, as it was when the cache was read first; a miss is
+    `duplicate_request`."""
 
     def __init__(self, cache: ResultCache, locks: Locks) -> None:
         self._cache, self._locks = cache, locks
 
     @contextmanager
     def admit(self, key: str, operation: str, ttl_seconds: float) -> Iterator[tuple[dict[str, Any] | None, bool]]:
-        if cached := self._cache.get(key, operation):
-            yield cached, False
-            return
         with self._locks.hold(key, ttl_seconds) as held:
-            yield None, held
+            yield (None, True) if held else (self._cache.get(key, operation), False)

@@ -93,7 +93,8 @@ class Locks(Protocol):
 
 class Admission(Protocol):
     """A request's way in: the terminal result cache read and, on a miss, the payment's lock, in one step (one
-    Redis round trip in production). Without it, `Payments` asks `ResultCache` and then `Locks`."""
+    Redis round trip in production). Without it, `Payments` takes the lock from `Locks` and reads `ResultCache`
+    only when another request holds it (in-process locks cost no round trip; the event store answers the rest)."""
 
     def admit(self, key: str, operation: str,
               ttl_seconds: float) -> AbstractContextManager[tuple[dict[str, Any] | None, bool]]:

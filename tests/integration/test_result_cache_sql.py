@@ -1,6 +1,7 @@
 """The terminal result cache without Redis (the embedded default, and PostgreSQL alone): SQL tables filled only
-by `ResultCacheProjection`, read by the Payments application. Until the projection catches up a duplicate is
-answered from the event store; after, from the cache alone, with the same answer."""
+by `ResultCacheProjection`, read by the Payments application when another request holds the payment's lock.
+Until the projection catches up a duplicate is answered from the event store; after, from the cache alone, with
+the same answer."""
 
 from __future__ import annotations
 
@@ -46,9 +47,11 @@ def test_the_sql_result_cache_is_filled_by_its_projection_and_answers_as_the_eve
                 payments.get_payment(key))
         assert set(terminal_entries(payments.get_payment(keys["settled"]))) == {"verify", "settle"}
 
-        # Caught up, the duplicates are answered from the cache alone, with the same answers.
+        # Caught up, a duplicate that finds its payment held by another request (the in-process lock is taken
+        # first; the event store answers whoever gets it) is answered from the cache alone, with the same answer.
         payments.repository.get = _no_event_store
-        replays = [g.post("/verify", settled), g.post("/settle", settled), g.post("/verify", rejected)]
+        with payments._locks.hold(keys["settled"], 10), payments._locks.hold(keys["rejected"], 10):
+            replays = [g.post("/verify", settled), g.post("/settle", settled), g.post("/verify", rejected)]
         assert [r.json for r in replays] == behind
         assert replays[2].headers.get("Idempotent-Replayed") == "true"
     finally:

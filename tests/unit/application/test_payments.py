@@ -370,6 +370,39 @@ def test_a_concurrent_duplicate_is_refused_while_the_first_holds_the_lock(paymen
     assert payments.get_payment(key) is None
 
 
+def test_a_request_that_gets_the_lock_reads_the_event_store_only_and_the_cache_answers_while_it_is_held(chain,
+                                                                                                       clock):
+    """In-process locks: the lock first; the cache only for a request that finds it held (one read, not two, for a
+    new payment), where a terminal result still answers and anything else is `duplicate_request`."""
+    cache = MemoryResultCache(caught_up=True)
+    reads: list[tuple[str, str]] = []
+    get = cache.get
+    cache.get = lambda key, operation: reads.append((key, operation)) or get(key, operation)
+    payments = cache.payments = Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}, chains=FakeChains(chain),
+                                         fee_payers=KeypairFeePayers([FEE_PAYER]), locks=InProcessLocks(),
+                                         cache=cache, clock=clock)
+    chain.simulation = Simulation(ok=False, error="insufficient funds", error_code="InstructionError")
+    payload, requirements = payment()
+    first = payments.verify(CLIENT, payload, requirements)
+    again = payments.verify(CLIENT, payload, requirements)
+    assert first.invalid_reason == again.invalid_reason == Code.SIMULATION_FAILED and again.replayed
+    assert reads == []  # the lock was free both times: the event store answered
+    key = payments._request(CLIENT, payload, requirements).key
+    chain.simulation = Simulation(ok=True)
+    with payments._locks.hold(key, 10) as held:
+        assert held
+        busy = payments.verify(CLIENT, payload, requirements)
+        other = payments.verify(CLIENT, *payment())  # another payment: its own lock, free
+    assert busy == again  # a terminal result: from the cache, while another request holds the payment
+    assert reads == [(key, "verify")] and other.is_valid
+    approved_payload, approved = payment()
+    approved_key = payments._request(CLIENT, approved_payload, approved).key
+    assert payments.verify(CLIENT, approved_payload, approved).is_valid
+    with payments._locks.hold(approved_key, 10):
+        refused = payments.verify(CLIENT, approved_payload, approved)
+    assert refused.invalid_reason == Code.DUPLICATE_REQUEST  # an approval is not terminal: not in the cache
+
+
 def test_the_same_transaction_presented_with_other_terms_is_refused_not_replayed(payments):
     payload, requirements = payment()
     assert payments.verify(CLIENT, payload, requirements).is_valid
