@@ -6,6 +6,7 @@ A key scoped to a proxy service carries that service's routes (`Client.scope`, f
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -14,6 +15,7 @@ import falcon
 from domain.clients import ANONYMOUS_ID, Capability, Client
 from domain.merchant import key_hash, parse_key, same_hash
 from domain.networks import NETWORKS, SCHEME_EXACT, KeyEnv
+from domain.scopes import ServiceScope
 from domain.x402 import PaymentPayload, Requirements
 from interfaces.http.common.ratelimit import FailedAuthLimit
 from projections.accounts import KeyRecord
@@ -83,11 +85,20 @@ class Authenticator:
                                "has been deleted; create a new key")
         if self._usage is not None:  # the console's "last used", written at most once a minute per key
             self._usage.touch(record.prefix)
-        return Client(
-            id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
-            capabilities=frozenset(Capability(*c) for c in record.capabilities),
-            rate_limit_per_minute=record.rate_limit_per_minute, scope=scope,
-        ), record.key_hash
+        return (_unscoped_identity(record) if scope is None else _identity(record, scope)), record.key_hash
+
+
+def _identity(record: KeyRecord, scope: ServiceScope | None = None) -> Client:
+    return Client(
+        id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
+        capabilities=frozenset(Capability(*c) for c in record.capabilities),
+        rate_limit_per_minute=record.rate_limit_per_minute, scope=scope,
+    )
+
+
+# An unscoped key's identity per record: the same record, the same (frozen) `Client`; a changed record (another
+# override, capability, revocation) is another entry. A scoped key's is built each time, with its current scope.
+_unscoped_identity = functools.lru_cache(maxsize=4096)(_identity)
 
 
 class AuthMiddleware:
