@@ -50,8 +50,13 @@ class SubmissionError(Exception):
 class Chain(Protocol):
     """One Solana network, as the facilitator needs it. Signatures and addresses are base58 strings."""
 
-    def simulate(self, transaction: bytes) -> Simulation:
-        """Simulate a fully signed transaction (signature verification on, blockhash checked)."""
+    def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
+        """Simulate a fully signed transaction (signature verification on, blockhash checked).
+
+        `signatures_verified`: the caller has verified every signature of `transaction` over its message itself
+        (the exact inspection, the client's) or made it (the fee payer's), so an adapter may skip verifying them
+        again; one that verifies anyway (a remote node) is as correct. Everything else is checked as without it.
+        """
         ...
 
     def send(self, transaction: bytes) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from solders.keypair import Keypair
+from solders.pubkey import Pubkey
 
 from interfaces.config import ConfigError
 
@@ -50,14 +51,24 @@ def _new(path: Path) -> Keypair:
     return keypair
 
 
+_PROBE = b"paywarden: a fee payer's signature verifies under its address"
+
+
 class KeypairFeePayers:
-    """Implements the `FeePayers` port: the same signers serve every network."""
+    """Implements the `FeePayers` port: the same signers serve every network.
+
+    A verify's simulation does not check the fee payer's signature again (docs/performance.md): each keypair is
+    proven once, here, to sign what verifies under the address it is listed at (ed25519 signing is deterministic,
+    so a keypair that does once always does)."""
 
     def __init__(self, keypairs: Sequence[Keypair]) -> None:
         if not keypairs:
             raise ConfigError("at least one fee payer keypair is needed")
         self._by_address = {str(k.pubkey()): k for k in keypairs}
         self._addresses = tuple(self._by_address)
+        for address, keypair in self._by_address.items():
+            if not keypair.sign_message(_PROBE).verify(Pubkey.from_string(address), _PROBE):
+                raise ConfigError(f"the fee payer keypair of {address} signs what does not verify under it")
 
     def addresses(self, caip2: str = "") -> Sequence[str]:
         return self._addresses

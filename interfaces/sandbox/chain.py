@@ -149,8 +149,13 @@ class Sandbox:
 
     # -- transactions ---------------------------------------------------------------------------------------
 
-    def simulate(self, tx: VersionedTransaction, *, sig_verify: bool = True) -> Outcome:
-        """Simulate against the current state, as `simulateTransaction`; nothing is kept."""
+    def simulate(self, tx: VersionedTransaction, *, sig_verify: bool = True, accounts: bool = True) -> Outcome:
+        """Simulate against the current state, as `simulateTransaction`; nothing is kept.
+
+        The defaults do everything a node's `simulateTransaction` can be asked for (the reference facilitator of
+        `bench-reference` calls it so). `sig_verify=False` skips both signature checks (the precheck's and
+        LiteSVM's) and nothing else; `accounts=False` leaves `Outcome.accounts` empty instead of converting every
+        post-simulation account. Paywarden's own verify asks for both (`LiteSvmChain`, docs/performance.md)."""
         with self.lock:
             refusal = self._precheck(tx, sig_verify=sig_verify, max_age=PREFLIGHT_AGE)
             if refusal is not None:
@@ -162,8 +167,9 @@ class Sandbox:
                 self._svm.with_sigverify(True)
             if isinstance(result, FailedTransactionMetadata):
                 return _outcome(tx, result.meta(), _err_json(result))
-            accounts = {str(key): account for key, account in result.post_accounts()}
-            return _outcome(tx, result.meta(), None, accounts=accounts)
+            if not accounts:
+                return _outcome(tx, result.meta(), None)
+            return _outcome(tx, result.meta(), None, accounts={str(k): a for k, a in result.post_accounts()})
 
     def send(self, tx: VersionedTransaction, *, preflight: bool = True) -> Outcome:
         """Submit as `sendTransaction`: with preflight, a failing simulation refuses it before it lands."""

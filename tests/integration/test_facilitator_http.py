@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from solders.signature import Signature
+from solders.transaction import VersionedTransaction
 
 from application.ports import ChainUnavailableError
 from domain.codes import Code
-from domain.exact import associated_token_address
+from domain.exact import associated_token_address, decode_transaction
 from domain.idempotency import payment_id
 from domain.merchant import key_prefix
 from domain.networks import DEVNET, MAINNET, KeyEnv, Programs
@@ -172,6 +174,26 @@ def test_each_transaction_rule_has_its_code_over_http(gateway):
     assert settle(g, g.body(g.transaction(amount=AMOUNT - 1)))[1]["errorReason"] == Code.AUTHORIZATION_VALUE
 
 
+def test_a_client_signature_that_does_not_verify_is_invalid_payload_before_the_chain_is_asked(gateway):
+    """The exact inspection is the one check of a client's signature (the in-process chain's simulation trusts it,
+    docs/performance.md): a forged or missing one is refused there, with its code, on verify and on settle."""
+    g = gateway
+    good = decode_transaction(g.transaction())
+    forged = VersionedTransaction.populate(good.message, [good.signatures[0], Keypair().sign_message(b"other")])
+    missing = VersionedTransaction.populate(good.message, [good.signatures[0], Signature.default()])
+    chain = g.container.chains.by_network[DEVNET.caip2]
+    simulate, asked = chain.simulate, []
+    chain.simulate = lambda tx, **flags: asked.append(tx) or simulate(tx, **flags)
+    for tx in (forged, missing):
+        status, body = verify(g, g.body(to_base64(tx)))
+        assert (status, body["isValid"], body["invalidReason"]) == (400, False, Code.INVALID_PAYLOAD)
+        assert body["invalidMessage"] == "the payer's signature does not verify"
+        status, body = settle(g, g.body(to_base64(tx)))
+        assert (status, body["success"], body["errorReason"]) == (400, False, Code.INVALID_PAYLOAD)
+    assert asked == []
+    assert g.sandbox.token_balance(str(g.pay_to.pubkey())) == 0
+
+
 def test_a_transaction_whose_blockhash_expires_before_the_broadcast_is_submission_failed(gateway):
     chain = gateway.container.chains.by_network[DEVNET.caip2]
     send = chain.send
@@ -202,7 +224,7 @@ def test_a_concurrent_duplicate_gets_duplicate_request(gateway):
 def test_a_chain_outage_is_a_500_with_the_unexpected_code_and_records_nothing(gateway, path, code):
     chain = gateway.container.chains.by_network[DEVNET.caip2]
 
-    def down(_: bytes):
+    def down(_: bytes, **flags: bool):
         raise ChainUnavailableError("connection refused")
 
     chain.simulate = down

@@ -10,7 +10,7 @@ from solders.address_lookup_table_account import AddressLookupTableAccount
 from solders.hash import Hash
 from solders.instruction import AccountMeta, Instruction
 from solders.keypair import Keypair
-from solders.message import MessageV0
+from solders.message import MessageV0, to_bytes_versioned
 from solders.pubkey import Pubkey
 from solders.token.associated import get_associated_token_address
 from solders.transaction import VersionedTransaction
@@ -133,6 +133,61 @@ def test_a_signature_that_does_not_verify_fails_simulation_and_is_refused(sandbo
     with pytest.raises(SubmissionError, match="signature verification failure"):
         chain.send(bytes(forged))
     assert balances(sandbox, wallets)[:2] == (5 * USDC, 0)
+
+
+def test_the_sandboxs_default_simulation_still_verifies_every_signature(sandbox, wallets):
+    """`Sandbox.simulate(tx)` with its defaults is what the reference facilitator of `bench-reference` calls: its
+    work (both signature checks, the post-simulation accounts) is unchanged by Paywarden's cheaper options."""
+    tx = pay(sandbox, wallets, USDC)
+    forged = VersionedTransaction.populate(tx.message, [tx.signatures[0], Keypair().sign_message(b"other")])
+
+    assert sandbox.simulate(forged).err == "SignatureFailure"
+    full, lean = sandbox.simulate(tx), sandbox.simulate(tx, accounts=False)
+    assert full.ok and str(wallets.fee_payer.pubkey()) in full.accounts and lean.accounts == {}
+    assert (lean.err, lean.logs, lean.units_consumed) == (full.err, full.logs, full.units_consumed)
+
+
+def test_with_signatures_verified_the_simulation_skips_only_the_signature_checks(sandbox, chain, wallets):
+    """`signatures_verified` is the caller's word that it checked the signatures: the in-process simulation then
+    trusts them (a forged one passes, so only a caller that verified may say so) and checks all the rest."""
+    tx = pay(sandbox, wallets, USDC)
+    forged = VersionedTransaction.populate(tx.message, [tx.signatures[0], Keypair().sign_message(b"other")])
+    unfunded = pay(sandbox, wallets, 6 * USDC)
+
+    assert chain.simulate(bytes(forged), signatures_verified=True).ok
+    assert chain.simulate(bytes(forged)).error_code == "SignatureFailure"
+    assert chain.simulate(bytes(unfunded), signatures_verified=True).error_code == "InstructionError"
+    with pytest.raises(SubmissionError, match="signature verification failure"):
+        chain.send(bytes(forged))  # a broadcast always verifies
+    chain.send(bytes(tx))
+    assert chain.simulate(bytes(tx), signatures_verified=True).error_code == "AlreadyProcessed"
+    old = pay(sandbox, wallets, USDC - 1)
+    sandbox.advance(145)
+    assert chain.simulate(bytes(old), signatures_verified=True).error_code == "BlockhashNotFound"
+
+
+def test_litesvm_checks_nothing_but_signatures_with_its_verification(sandbox, wallets):
+    """Skipping LiteSVM's verification loses no other check: with valid signatures, transactions that a node
+    refuses for their accounts (one listed twice, more than a transaction may lock) or their funds get the same
+    outcome either way. Pins the LiteSVM that solders ships: an upgrade that checks more when verifying fails here."""
+    def variant(keys, transfer=None):
+        m = pay(sandbox, wallets, transfer or USDC).message
+        message = MessageV0(m.header, keys(list(m.account_keys)), m.recent_blockhash, list(m.instructions), [])
+        signed = to_bytes_versioned(message)
+        return VersionedTransaction.populate(
+            message, [wallets.fee_payer.sign_message(signed), wallets.payer.sign_message(signed)])
+
+    cases = [
+        variant(lambda keys: keys),
+        variant(lambda keys: keys, 6 * USDC),
+        variant(lambda keys: [*keys, keys[-1]]),
+        variant(lambda keys: [*keys, *(Pubkey.new_unique() for _ in range(130))]),
+        transfer_checked(sandbox, Keypair(), wallets.payer, wallets.merchant.pubkey(), USDC),
+    ]
+    for tx in cases:
+        verified, trusted = sandbox.simulate(tx), sandbox.simulate(tx, sig_verify=False)
+        assert (trusted.err, trusted.logs, trusted.units_consumed) == (verified.err, verified.logs,
+                                                                      verified.units_consumed)
 
 
 def test_sending_moves_exactly_the_amount_and_charges_the_signature_fee(sandbox, chain, wallets):

@@ -153,7 +153,7 @@ def test_metrics_count_a_known_sequence_of_requests(opened, sandbox):
     assert gateway.post("/settle", gateway.body()).status_code == 200
     assert gateway.client.simulate_get("/supported", headers=gateway.headers).status_code == 200
     simulate = chain.inner.simulate
-    chain.inner.simulate = lambda tx: (_ for _ in ()).throw(ChainUnavailableError("connection refused"))
+    chain.inner.simulate = lambda tx, **flags: (_ for _ in ()).throw(ChainUnavailableError("connection refused"))
     assert gateway.post("/verify", gateway.body()).status_code == 500
     chain.inner.simulate = simulate
     assert gateway.post("/verify", gateway.body()).status_code == 429
@@ -238,7 +238,7 @@ def test_each_request_is_one_json_line_with_its_request_id_echoed(opened, json_l
 def test_an_unexpected_error_is_logged_with_the_request_id_and_its_traceback(opened, json_log):
     gateway = opened()
     chain = gateway.container.chains.by_network[DEVNET.caip2]
-    chain.inner.simulate = lambda tx: 1 / 0
+    chain.inner.simulate = lambda tx, **flags: 1 / 0
     result = gateway.post("/settle", gateway.body(), headers={**gateway.headers, "X-Request-Id": "boom-1"})
     assert result.status_code == 500 and result.json == {
         "success": False, "errorReason": "unexpected_settle_error",

@@ -89,10 +89,10 @@ def test_postgres_cut_mid_run_gives_right_verdicts_or_500_loses_nothing_and_serv
             chain = g.container.chains.by_network[DEVNET.caip2]
             simulate, body = chain.simulate, g.body()
 
-            def cut_during(transaction: bytes):
+            def cut_during(transaction: bytes, **flags: bool):
                 proxy.cut()
                 threading.Timer(0.5, proxy.restore).start()
-                return simulate(transaction)
+                return simulate(transaction, **flags)
 
             chain.simulate = cut_during
             assert g.post("/verify", body).status_code == 200

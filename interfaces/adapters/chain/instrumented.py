@@ -24,8 +24,8 @@ class InstrumentedChain:
     def __init__(self, caip2: str, inner: Any) -> None:
         self.inner, self.network = inner, network_label(caip2)
 
-    def simulate(self, transaction: bytes) -> Simulation:
-        return self._timed("simulate", self.inner.simulate, transaction)
+    def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
+        return self._timed("simulate", self.inner.simulate, transaction, signatures_verified=signatures_verified)
 
     def send(self, transaction: bytes) -> str:
         return self._timed("send", self.inner.send, transaction)
@@ -51,10 +51,10 @@ class InstrumentedChain:
     def __getattr__(self, name: str) -> Any:  # anything else the adapter offers, untimed
         return getattr(self.inner, name)
 
-    def _timed(self, method: str, call: Callable[..., T], *args: Any) -> T:
+    def _timed(self, method: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         started = time.perf_counter()
         try:
-            return call(*args)
+            return call(*args, **kwargs)
         except SubmissionError:
             CHAIN_ERRORS.labels(self.network, method, "refused").inc()
             raise

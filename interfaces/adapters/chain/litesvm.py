@@ -25,12 +25,14 @@ class LiteSvmChain:
     def __init__(self, sandbox: Sandbox) -> None:
         self._sandbox = sandbox
 
-    def simulate(self, transaction: bytes) -> Simulation:
+    def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
+        """With `signatures_verified` (the caller verified or made every signature) the sandbox checks all a
+        simulation checks but the signatures, and builds no post-simulation accounts (a `Simulation` has none)."""
         try:
             tx = VersionedTransaction.from_bytes(transaction)
         except ValueError as exc:
             return Simulation(False, f"invalid transaction: {exc}", "SanitizeFailure")
-        outcome = self._sandbox.simulate(tx, sig_verify=True)
+        outcome = self._sandbox.simulate(tx, sig_verify=not signatures_verified, accounts=False)
         if outcome.ok:
             return Simulation(True, logs=outcome.logs)
         code = error_code(outcome.err)

@@ -143,7 +143,8 @@ class RpcChain:
         self._simulate_config = RpcSimulateTransactionConfig(
             sig_verify=True, commitment=CommitmentLevel.from_string(commitment), replace_recent_blockhash=False)
 
-    def simulate(self, transaction: bytes) -> Simulation:
+    def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
+        """The node verifies every signature whatever `signatures_verified` says (its CPU, not ours)."""
         try:
             tx = VersionedTransaction.from_bytes(transaction)
         except ValueError as exc:

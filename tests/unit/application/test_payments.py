@@ -9,6 +9,7 @@ import pytest
 from eventsourcing.persistence import Tracking
 from solders.hash import Hash
 from solders.keypair import Keypair
+from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 
 from application.errors import KeyEnvironmentError
@@ -31,12 +32,14 @@ class FakeChain:
     def __init__(self) -> None:
         self.simulation = Simulation(ok=True)
         self.sent: list[bytes] = []
+        self.simulated: list[bool] = []  # signatures_verified of each simulate
         self.statuses: list[SignatureStatus] = []
         self.refuse: str | None = None
         self.blockhash_valid = True
         self.accounts_exist = True
 
-    def simulate(self, transaction: bytes) -> Simulation:
+    def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
+        self.simulated.append(signatures_verified)
         return self.simulation
 
     def send(self, transaction: bytes) -> str:
@@ -153,6 +156,29 @@ def test_a_settled_payment_reads_received_approved_submitted_confirmed(payments,
     assert outcome.success and outcome.payer == str(PAYER.pubkey()) and outcome.network == DEVNET.caip2
     assert history(payments, payload, requirements) == ["Received", "Approved", "SettlementSubmitted", "Confirmed"]
     assert len(chain.sent) == 1
+
+
+def test_the_chain_simulates_the_co_signed_transaction_trusting_its_checked_signatures(payments, chain):
+    """The client's signature is verified by the exact inspection, the fee payer's is made here: the simulation is
+    told so, and it gets exactly the client's transaction with the fee payer's signature verifying in slot 0."""
+    payload, requirements = payment()
+    simulated: list[bytes] = []
+    simulate = chain.simulate
+    chain.simulate = lambda tx, **flags: simulated.append(tx) or simulate(tx, **flags)
+    assert payments.verify(CLIENT, payload, requirements).is_valid
+    client_tx = VersionedTransaction.from_bytes(decode(payload.transaction))
+    signed = VersionedTransaction.from_bytes(simulated[0])
+    assert chain.simulated == [True] and signed.message == client_tx.message
+    assert signed.signatures[1:] == client_tx.signatures[1:]
+    assert signed.verify_with_results() == [True, True]
+
+    other, requirements = payment()
+    other_tx = VersionedTransaction.from_bytes(decode(other.transaction))
+    forged = VersionedTransaction.populate(other_tx.message, [other_tx.signatures[0], Signature.new_unique()])
+    refused = payments.verify(CLIENT, PaymentPayload(transaction=to_base64(forged)), requirements)
+    assert (refused.invalid_reason, refused.invalid_message) == (Code.INVALID_PAYLOAD,
+                                                                 "the payer's signature does not verify")
+    assert chain.simulated == [True]  # refused before the chain is asked
 
 
 def test_verify_twice_answers_the_recorded_result_as_a_replay(payments):
