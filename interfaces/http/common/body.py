@@ -62,7 +62,7 @@ def read_body(req: falcon.Request) -> bytes:
 
 def parse_json(raw: bytes) -> Any:
     try:
-        value = json.loads(raw, parse_constant=_constant, parse_float=_finite)
+        value = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))  # json.loads of bytes
     except NotJson as bad:
         raise WireError(Code.INVALID_PAYLOAD, message=f"the body is not valid JSON: {bad}") from None
     except RecursionError:
@@ -74,6 +74,20 @@ def parse_json(raw: bytes) -> Any:
     if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and depth(value) > MAX_JSON_DEPTH:
         raise _too_deep()
     return value
+
+
+def _constant(name: str) -> Any:
+    raise NotJson(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJson(f"{text[:20]} is out of range")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
 
 
 def depth(value: Any) -> int:
@@ -89,17 +103,6 @@ def depth(value: Any) -> int:
             return deepest
         stack.extend((child, level + 1) for child in children)
     return deepest
-
-
-def _constant(name: str) -> Any:
-    raise NotJson(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise NotJson(f"{text[:20]} is out of range")
-    return value
 
 
 def _too_large() -> WireError:

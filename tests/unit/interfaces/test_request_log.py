@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -132,3 +133,11 @@ def test_a_level_the_loggers_refuse_writes_nothing(client):
         client.simulate_post("/verify", params={"valid": "1"})
         client.simulate_get("/boom/x")
     assert [json.loads(line)["status"] for line in stream.getvalue().splitlines()] == [503]
+
+
+def test_a_made_request_id_is_a_uuid4_in_hex():
+    made = {requestlog.random_id() for _ in range(1000)}
+    assert len(made) == 1000
+    for value in made:
+        parsed = uuid.UUID(hex=value)
+        assert parsed.hex == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122
