@@ -36,7 +36,7 @@ from solders.keypair import Keypair
 from interfaces.adapters.signers import read_keypair
 from interfaces.cli.bench import Report, drive, faucet, rpc, run_clients, sign_payments
 from interfaces.cli.bench_load import TAGS
-from interfaces.cli.bench_reference import _stop
+from interfaces.cli.bench_reference import _stop, cpu_delta, tree_cpu
 
 QUERIES = {
     "all": {},
@@ -55,10 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=1500, help="verifies per run (default 1500)")
     p.add_argument("--warmup", type=int, default=200, help="verifies before the first round, not counted")
     p.add_argument("--concurrency", type=int, default=8, help="verify clients (default 8)")
-    p.add_argument("--queries", type=int, default=60, help="discovery requests per kind per run (default 60)")
+    p.add_argument("--queries", type=int, default=60,
+                   help="discovery requests per kind per run (default 60; 0: verify only, no discovery)")
     p.add_argument("--query-concurrency", type=int, default=4, help="discovery clients (default 4)")
     p.add_argument("--workers", type=int, default=1, help="API workers of each stack (default 1)")
-    p.add_argument("--base-port", type=int, default=18400, help="stack i listens on base-port + 10·i and up")
+    p.add_argument("--base-port", type=int, default=18400, help="stack i listens on base-port + 4·i to + 4·i + 3")
     p.add_argument("--direct", action="store_true",
                    help="discovery only, in this process: time the catalog query itself (`list_resources` on each "
                         "store's catalog view, no HTTP, no cache); no stack is started")
@@ -69,10 +70,10 @@ def _start(label: str, url: str, index: int, args: argparse.Namespace, work: Pat
     data_dir = Path(url.removeprefix("sqlite://")) if url.startswith("sqlite://") else work / f"data-{index}"
     env = {**os.environ, "PAYWARDEN_DATA_DIR": str(data_dir), "PAYWARDEN_DATABASE_URL": url,
            "PAYWARDEN_RATE_LIMIT_PER_IP": "100000000/minute"}
-    port = args.base_port + 10 * index
+    port = args.base_port + 4 * index  # the API, the localnet, the console, the proxy (no --demo: no demo ports)
     argv = [sys.executable, "-m", "interfaces.cli.main", "up", "--json", "--workers", str(args.workers),
             "--port", str(port), "--rpc-port", str(port + 1), "--console-port", str(port + 2),
-            "--proxy-port", str(port + 3), "--demo-port", str(port + 4), "--demo-backend-port", str(port + 5)]
+            "--proxy-port", str(port + 3)]
     log = (work / f"{index}.log").open("w")
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
                              start_new_session=True)
@@ -93,8 +94,8 @@ def _start(label: str, url: str, index: int, args: argparse.Namespace, work: Pat
     pay_to = str(Keypair().pubkey())
     faucet(up["rpc_url"], pay_to, usdc_atomic=1)
     faucet(up["rpc_url"], str(payer.pubkey()), usdc_atomic=10**12, sol="1")
-    return {**up, "label": label, "payer": payer, "pay_to": pay_to, "fee_payer": kind["extra"]["feePayer"],
-            "network": kind["network"]}
+    return {**up, "label": label, "pid": child.pid, "payer": payer, "pay_to": pay_to,
+            "fee_payer": kind["extra"]["feePayer"], "network": kind["network"]}
 
 
 def _get(base_url: str, path: str, api_key: str | None = None) -> tuple[int, Any]:
@@ -144,6 +145,15 @@ def _queries(stack: dict[str, Any], paths: list[str], concurrency: int) -> Repor
     return run_clients(client, concurrency, report)
 
 
+def _cpu_line(spent: dict[str, float], requests: int) -> dict[str, float]:
+    """CPU per verify of each process of the stack (ms), over the run and the second after it: what the loaded
+    store costs more, whatever the machine's other load does to the latencies."""
+    per = {name: round(1000 * seconds / requests, 3) for name, seconds in sorted(spent.items())}
+    print(f"{'':>12} CPU per verify: {round(sum(per.values()), 3)} ms = "
+          + ", ".join(f"{name} {ms}" for name, ms in per.items() if ms >= 0.005), flush=True)
+    return per
+
+
 def _line(stack: dict[str, Any], what: str, report: Report, load: float) -> dict[str, Any]:
     d = report.as_dict()
     print(f"{stack['label']:>12} {what:>9}: p50 {d['p50_ms']:>8} ms  p99 {d['p99_ms']:>8} ms  "
@@ -173,11 +183,16 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{stack['label']}: {stack['listings']} listings in the catalog", flush=True)
             for round_ in range(args.rounds):
                 for stack in stacks:
-                    load = os.getloadavg()[0]
-                    report = drive(_bodies(stack, args.requests), base_url=stack["base_url"],
-                                   api_key=stack["api_key"], op="verify", concurrency=args.concurrency, timeout=60,
-                                   label=f"{stack['label']} verify", progress=False)
+                    bodies = _bodies(stack, args.requests)
+                    load, cpu = os.getloadavg()[0], tree_cpu(stack["pid"])
+                    report = drive(bodies, base_url=stack["base_url"], api_key=stack["api_key"], op="verify",
+                                   concurrency=args.concurrency, timeout=60, label=f"{stack['label']} verify",
+                                   progress=False)
                     runs.append(_line(stack, "verify", report, load))
+                    time.sleep(1.0)  # the followers finish their share of this run's events
+                    runs[-1]["cpu_ms_per_verify"] = _cpu_line(cpu_delta(cpu, tree_cpu(stack["pid"])), args.requests)
+                    if not args.queries:
+                        continue
                     for kind, params in QUERIES.items():
                         offsets = range(round_ * 200 // args.rounds,
                                         round_ * 200 // args.rounds + args.queries)
@@ -248,6 +263,13 @@ def _summary(runs: list[dict[str, Any]]) -> None:
             cells.append(f"{statistics.median(r['p50_ms'] for r in mine):>10.2f} / "
                          f"{statistics.median(r['p99_ms'] for r in mine):>9.2f}")
         print(f"{kind:>10} " + "".join(f"{c:>24}" for c in cells))
+    for label in labels:  # CPU per verify of each process, median over the rounds
+        measured = [r["cpu_ms_per_verify"] for r in runs if r["store"] == label and "cpu_ms_per_verify" in r]
+        if measured:
+            names = sorted({name for m in measured for name in m})
+            medians = {n: statistics.median(m.get(n, 0.0) for m in measured) for n in names}
+            print(f"{label}: CPU per verify (median ms) {statistics.median(sum(m.values()) for m in measured):.2f}"
+                  " = " + ", ".join(f"{n} {ms:.2f}" for n, ms in medians.items() if ms >= 0.005))
 
 
 def main(argv: list[str] | None = None) -> int:
