@@ -28,6 +28,10 @@ from projections.runner import catch_up
 from projections.sql import SqlView, values
 
 SERVED_PROVIDER = ("name", "description", "url")  # provider.contact is accepted, stored, never served
+# The counts of pairs of tags are kept (and were filled once for an older catalog): the marker row says so.
+PAIRS_KEPT = "kept:pairs"
+UPSERT_COUNT = ("INSERT INTO catalog_counts VALUES (?, ?) ON CONFLICT (filter) DO UPDATE "
+                "SET n = catalog_counts.n + excluded.n")
 
 
 @dataclass(frozen=True)
@@ -74,22 +78,43 @@ class CatalogView(SqlView):
 
     def create_table(self) -> None:
         super().create_table()  # type: ignore[misc]
-        if self.rows("SELECT 1 FROM catalog_counts LIMIT 1"):
+        kept = [r[0] for r in self.rows("SELECT filter FROM catalog_counts WHERE filter IN ('', ?)", (PAIRS_KEPT,))]
+        if PAIRS_KEPT in kept:
             return  # the usual case: nothing to fill, and no write at start-up
         try:
             with self.datastore.transaction(commit=True) as c:
-                for statement in self.backfill:
-                    c.execute(self.sql(statement))
+                # The marker first: a second process filling at the same moment fails here, all rolled back.
+                c.execute(self.sql("INSERT INTO catalog_counts VALUES (?, 1)"), (PAIRS_KEPT,))
+                if not kept:  # a catalog from before the order and count tables
+                    for statement in self.backfill:
+                        c.execute(self.sql(statement))
+                self._backfill_pairs(c)
         except (IntegrityError, OperationalError):
             pass  # another process filled them at the same moment (or holds the lock: the next start fills them)
+
+    def _backfill_pairs(self, c: Any) -> None:
+        """The kept counts of each pair of tags, from the tag order's rows (a catalog from before they were kept).
+        Counted here rather than in SQL so that a pair's key orders its tags as `_count` does, whatever the
+        database's collation."""
+        c.execute(self.sql("SELECT listing_id, type, tag FROM catalog_tag_order ORDER BY listing_id"))
+        listings: dict[str, tuple[str, list[str]]] = {}
+        for listing, kind, tag in (values(r) for r in c.fetchall()):
+            listings.setdefault(listing, (kind, []))[1].append(tag)
+        counts: dict[str, int] = {}
+        for kind, tags in listings.values():
+            for key in _pair_keys(kind, tags):
+                counts[key] = counts.get(key, 0) + 1
+        for key, n in counts.items():
+            c.execute(self.sql(UPSERT_COUNT), (key, n))
 
     def get_page(self, kind: str | None, tags: tuple[str, ...], limit: int, offset: int) -> Page:
         """One page in a stable order (most recently updated first, then by id) and the total, read together.
 
         The page's ids come from one index in the served order (the listings' own, by type, or by the first
         tag's, the rarest of those asked), so reading a page costs the same however large the catalog; only the
-        offset costs (the index entries skipped, never the listings). With no tag or one tag, the total is a
-        kept count; with two or more, it counts the rarest tag's listings that have the others."""
+        offset costs (the index entries skipped, never the listings), and a page in the second half is read from
+        the other end of the index, so the last page costs what the first does. With no tag, one tag or two, the
+        total is a kept count; with three or more, it counts the rarest tag's listings that have the others."""
         tags = tuple(dict.fromkeys(tags))
         with self.datastore.transaction(commit=False) as c:
             def count(key: str) -> int:
@@ -111,18 +136,23 @@ class CatalogView(SqlView):
             for tag in others if tags else ():
                 source += " AND EXISTS (SELECT 1 FROM catalog_tags o WHERE o.listing_id = x.listing_id AND o.tag = ?)"
                 params.append(tag)
-            if tags and not others:
-                total = count(f"{type_key} tag:{first}".lstrip())
+            if tags and len(tags) <= 2:
+                total = count(_pair_keys(kind, tags)[0] if others else f"{type_key} tag:{first}".lstrip())
             elif tags:
                 c.execute(self.sql(f"SELECT COUNT(*) FROM {source}"), tuple(params))
                 total = int(values(c.fetchone())[0])
-            c.execute(self.sql(
-                "SELECT l.item FROM catalog_listings l JOIN ("
-                f"SELECT x.listing_id, x.last_updated FROM {source} "
-                "ORDER BY x.last_updated DESC, x.listing_id LIMIT ? OFFSET ?"
-                ") AS page ON page.listing_id = l.listing_id ORDER BY page.last_updated DESC, page.listing_id"),
-                (*params, limit, offset))
-            items = [json.loads(values(row)[0]) for row in c.fetchall()]
+            order = "x.last_updated DESC, x.listing_id"
+            if total - offset - limit < offset:  # nearer the end: the page read from the index's other end
+                order, limit, offset = "x.last_updated ASC, x.listing_id DESC", min(limit, total - offset), max(
+                    total - offset - limit, 0)
+            items: list[dict[str, Any]] = []
+            if limit > 0:
+                c.execute(self.sql(
+                    "SELECT l.item FROM catalog_listings l JOIN ("
+                    f"SELECT x.listing_id, x.last_updated FROM {source} ORDER BY {order} LIMIT ? OFFSET ?"
+                    ") AS page ON page.listing_id = l.listing_id ORDER BY page.last_updated DESC, page.listing_id"),
+                    (*params, limit, offset))
+                items = [json.loads(values(row)[0]) for row in c.fetchall()]
         return Page(items, total)
 
     def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any]]]:
@@ -226,9 +256,17 @@ def _delete_tags(c: Any, key: str) -> None:
 
 
 def _count(c: Any, kind: str, tags: tuple[str, ...], delta: int) -> None:
-    for key in ("", f"type:{kind}", *(f"tag:{t}" for t in tags), *(f"type:{kind} tag:{t}" for t in tags)):
-        c.execute("INSERT INTO catalog_counts VALUES (?, ?) ON CONFLICT (filter) DO UPDATE "
-                  "SET n = catalog_counts.n + excluded.n", (key, delta))
+    for key in ("", f"type:{kind}", *(f"tag:{t}" for t in tags), *(f"type:{kind} tag:{t}" for t in tags),
+                *_pair_keys(kind, tags)):
+        c.execute(UPSERT_COUNT, (key, delta))
+
+
+def _pair_keys(kind: str | None, tags: tuple[str, ...] | list[str]) -> list[str]:
+    """The count keys of every pair of a listing's tags (`tags:a,b`, the tags in code-point order; a tag has no
+    comma), each also with the listing's type: a query for two tags reads its total from one of them."""
+    ordered = sorted(set(tags))
+    pairs = [f"tags:{a},{b}" for i, a in enumerate(ordered) for b in ordered[i + 1:]]
+    return [*(f"type:{kind} {p}" for p in pairs), *pairs] if kind else pairs
 
 
 # -- the served shape -----------------------------------------------------------------------------------------
