@@ -30,6 +30,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,6 +48,8 @@ LOAD_DOMAIN = "load.paywarden-bench.com"
 PUBLIC_ADDRESS = "93.184.215.14"  # what the loader's own hostnames "resolve" to when discovery is public-only
 TAGS = [f"tag{n:03d}" for n in range(200)]
 INSERT_BATCH = 5000
+LOAD_BATCH = 5000  # notifications per transaction of each read model during the load
+BULK_CACHE_KIB = 256 * 1024  # each loaded SQLite store's page cache during the load
 RECEIVED_TOPIC = "domain.payment:Payment.Received"
 
 
@@ -226,17 +229,16 @@ class RecentReceived:
         return self.recent.get(payment_id) or self.inner.get_received(payment_id)
 
 
-def catch_up_together(app: Any, projections: list[Any], received: RecentReceived | None = None) -> int:
-    """`catch_up` for several projections of one application's log: each batch of notifications is read and
-    decoded once and handed to every projection that follows its topic and has not applied it yet. A view
+def catch_up_together(app: Any, projections: list[Any], received: RecentReceived | None = None,
+                      batch: int = 500) -> int:
+    """`catch_up` for several projections of one application's log: each batch of `batch` notifications is read
+    and decoded once and handed to every projection that follows its topic and has not applied it yet. A view
     applies its share in one transaction (`SqlView.batch`); an `EventSourcedProjection` (the discovery
     follower) runs its own `policy` over its share and records the events that result with the batch's last
     position in one transaction, as its `process_event` does for one event (`_process_batch`). Returns how many
     notifications were read."""
     from eventsourcing.persistence import Tracking
     from eventsourcing.projection import Projection
-
-    from projections.runner import BATCH
 
     def position(projection: Any) -> int:
         recorder = projection.view if isinstance(projection, Projection) else projection.recorder
@@ -245,7 +247,7 @@ def catch_up_together(app: Any, projections: list[Any], received: RecentReceived
     read, seen = 0, 0
     while True:
         positions = [position(p) for p in projections]
-        notifications = app.recorder.select_notifications(start=min(positions), limit=BATCH,
+        notifications = app.recorder.select_notifications(start=min(positions), limit=batch,
                                                           inclusive_of_start=False)
         if received is not None:
             received.recent = {}
@@ -271,7 +273,7 @@ def catch_up_together(app: Any, projections: list[Any], received: RecentReceived
                 _process_batch(projection, share)
         read += sum(1 for n in notifications if n.id > seen)  # a lagging position reads some twice
         seen = max([seen, *(n.id for n in notifications)])
-        if len(notifications) < BATCH:
+        if len(notifications) < batch:
             return read
 
 
@@ -297,10 +299,16 @@ def _process_batch(projection: Any, share: list[Any]) -> None:
     projection._record(processing)
 
 
-def project_all(container: Any, config: Any, report: Any, received: RecentReceived | None = None) -> dict[str, int]:
-    """Run every read model over the new events, as `paywarden project` and `paywarden webhooks` would."""
+def project_all(container: Any, config: Any, report: Any, received: RecentReceived | None = None,
+                durable: list[Callable[[], None]] | None = None) -> dict[str, int]:
+    """Run every read model over the new events, as `paywarden project` and `paywarden webhooks` would: the
+    followers of one application's log together (`catch_up_together`, `LOAD_BATCH` notifications per transaction
+    of each view), the applications in the order their events feed each other (payments before listings). On
+    SQLite each view the load writes runs in bulk mode (`bulk_sqlite`); the barriers that make them durable are
+    appended to `durable`."""
     from eventsourcing.projection import Projection
 
+    from application.listings import Listings
     from interfaces.audit.log import AuditLog
     from interfaces.runtime.workers import PROJECTIONS
     from projections.runner import catch_up
@@ -312,6 +320,7 @@ def project_all(container: Any, config: Any, report: Any, received: RecentReceiv
         WebhookEndpointsProjection,
     )
 
+    durable = durable if durable is not None else []
     view = container.webhooks_view
     followers = [(spec.name, spec.application(container), spec.projection(spec.view(container)))
                  for spec in PROJECTIONS.values() if spec.available(container)]
@@ -320,23 +329,40 @@ def project_all(container: Any, config: Any, report: Any, received: RecentReceiv
                       ("webhook_services", container.proxies, ServiceWebhooksProjection(view))]
     followers += [("webhook_payments", container.payments, PaymentWebhooksProjection(view)),
                   ("webhook_listings", container.listings, ListingWebhooksProjection(view))]
+    tuned: set[int] = set()
+    for _, _, projection in followers:
+        store = projection.view if isinstance(projection, Projection) else projection.recorder
+        datastore = getattr(store, "datastore", None)
+        if datastore is not None and id(datastore) not in tuned:
+            tuned.add(id(datastore))
+            durable.append(bulk_sqlite(datastore))
     done: dict[str, int] = {}
-    # The Payments log: every follower of it together (the discovery follower among them), then the others.
-    together = [f for f in followers if f[1] is container.payments and (
-        not isinstance(f[2], Projection) or hasattr(f[2].view, "batch"))]
-    started, cpu = time.monotonic(), time.process_time()
-    done["payments log"] = catch_up_together(container.payments, [f[2] for f in together], received)
-    report(f"  {', '.join(f[0] for f in together)}: {done['payments log']} events in "
-           f"{time.monotonic() - started:.0f} s ({time.process_time() - cpu:.0f} s CPU)")
-    for name, app, projection in followers:
-        if any(projection is f[2] for f in together):
-            continue
+    apps = list({id(app): app for _, app, _ in followers}.values())
+    apps.sort(key=lambda app: app is container.listings)  # the listings are written by a follower of payments
+    for app in apps:
+        mine = [f for f in followers if f[1] is app]
+        # A view with batches, and the discovery follower, together; any other (the result cache in Redis) alone.
+        together = [f for f in mine if isinstance(f[2], Listings) or (
+            isinstance(f[2], Projection) and hasattr(f[2].view, "batch"))]
+        label = "payments log" if app is container.payments else f"{app.name} log"
         started, cpu = time.monotonic(), time.process_time()
-        done[name] = catch_up(app, projection)
-        report(f"  {name}: {done[name]} events in {time.monotonic() - started:.0f} s "
-               f"({time.process_time() - cpu:.0f} s CPU)")
+        if together:
+            done[label] = catch_up_together(app, [f[2] for f in together],
+                                            received if app is container.payments else None, LOAD_BATCH)
+            for name, _, _ in together:
+                done[name] = done[label]
+            report(f"  {', '.join(f[0] for f in together)}: {done[label]} events in "
+                   f"{time.monotonic() - started:.0f} s ({time.process_time() - cpu:.0f} s CPU)")
+        for name, _, projection in mine:
+            if any(projection is f[2] for f in together):
+                continue
+            started, cpu = time.monotonic(), time.process_time()
+            done[name] = catch_up(app, projection)
+            report(f"  {name}: {done[name]} events in {time.monotonic() - started:.0f} s "
+                   f"({time.process_time() - cpu:.0f} s CPU)")
     started, cpu = time.monotonic(), time.process_time()
     audit = AuditLog.open(config)
+    durable.append(bulk_sqlite(audit.view.datastore))
     try:
         done["audit_log"] = audit.catch_up()
         try:
@@ -348,6 +374,33 @@ def project_all(container: Any, config: Any, report: Any, received: RecentReceiv
     report(f"  audit_log: {done['audit_log']} events in {time.monotonic() - started:.0f} s "
            f"({time.process_time() - cpu:.0f} s CPU)")
     return done
+
+
+def bulk_sqlite(datastore: Any) -> Callable[[], None]:
+    """For the load only: every connection of a SQLite store runs at `synchronous=OFF` (no fsync at any commit or
+    checkpoint) with a large page cache (`BULK_CACHE_KIB`), so a batch's writes into big, randomly keyed indexes
+    stay in memory and each commit is one write to the WAL in the operating system's cache. Returns the barrier
+    that makes the store durable (`fsync_database`), run once at the end of the load. A crash of the operating
+    system during the load can lose or damage that store: load again. A PostgreSQL datastore is left as it is
+    (returns a barrier that does nothing)."""
+    from eventsourcing.sqlite import SQLiteDatastore
+
+    from interfaces.adapters.sqlite import fsync_database
+
+    if not isinstance(datastore, SQLiteDatastore):
+        return lambda: None
+    pool = datastore.pool
+    create = pool._create_connection  # noqa: SLF001 - as interfaces/adapters/sqlite.py wraps it
+
+    def tune(connection: Any) -> Any:
+        for pragma in ("PRAGMA synchronous=OFF", f"PRAGMA cache_size=-{BULK_CACHE_KIB}"):
+            connection._sqlite_conn.execute(pragma)  # noqa: SLF001
+        return connection
+
+    pool._create_connection = lambda: tune(create())  # type: ignore[method-assign]  # noqa: SLF001
+    for idle in list(pool._pool):  # noqa: SLF001 - the connections opened already (none is in use: stack stopped)
+        tune(idle)
+    return fsync_database(Path(pool.db_name))
 
 
 # -- the command ----------------------------------------------------------------------------------------------
@@ -370,25 +423,17 @@ def _merchants(container: Any, count: int) -> list[Merchant]:
     return found
 
 
-def _loader_listings(container: Any, config: Any, resolver: Any) -> tuple[RecentReceived, Any]:
+def _loader_listings(container: Any, config: Any, resolver: Any) -> RecentReceived:
     """The discovery follower the load runs: the deployment's, with its `ReceivedPayments` port reading the batch
-    first (`RecentReceived`). On SQLite its store runs at `synchronous=NORMAL` during the load (no fsync per
-    batch; the payments store always does) and is made durable once at the end: returns that barrier."""
+    first (`RecentReceived`). Its store runs in bulk mode during the load, as the views do (`project_all`)."""
     from application.listings import Listings, StoredPayments
-    from interfaces.adapters.postgres import is_postgres
-    from interfaces.adapters.sqlite import SYNCHRONOUS, fsync_database
     from interfaces.container import store_env
 
-    env = store_env(config, "listings")
-    if not is_postgres(config.database_url):
-        env = {**env, SYNCHRONOUS: "NORMAL"}
     received = RecentReceived(StoredPayments(container.payments))
     container.listings.close()
-    container.listings = Listings(env, payments=received, discovery=container.accounts, resolver=resolver,
-                                  production=config.discovery_public_only)
-    if is_postgres(config.database_url):
-        return received, lambda: None
-    return received, fsync_database(Path(env["SQLITE_DBNAME"]))
+    container.listings = Listings(store_env(config, "listings"), payments=received, discovery=container.accounts,
+                                  resolver=resolver, production=config.discovery_public_only)
+    return received
 
 
 def run(args: argparse.Namespace) -> int:
@@ -402,7 +447,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config()
     resolver = LoadResolver(GetaddrinfoResolver())
     container = build(config, resolver=resolver)
-    received, barrier = _loader_listings(container, config, resolver)
+    received = _loader_listings(container, config, resolver)
     rng = random.Random(args.seed)
 
     def report(line: str) -> None:
@@ -421,8 +466,10 @@ def run(args: argparse.Namespace) -> int:
         projected: dict[str, int] = {}
         if not args.no_projections:
             started = time.monotonic()
-            projected = project_all(container, config, report, received)
-            barrier()
+            durable: list[Callable[[], None]] = []
+            projected = project_all(container, config, report, received, durable)
+            for barrier in durable:
+                barrier()
             report(f"read models in {time.monotonic() - started:.0f} s")
         summary = {
             "store": "postgresql" if config.database_url.startswith("postgres") else "sqlite",
