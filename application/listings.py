@@ -97,7 +97,8 @@ class Listings(EventSourcedProjection[UUID]):
                  production: bool = False) -> None:
         """`Listings(env)` alone (as eventsourcing's runners build it) reads its log and lists nothing new."""
         super().__init__(env)
-        self._payments: ReceivedPayments = payments or NoReceivedPayments()
+        # Public: the projection worker puts the batch of the Payments log it is applying in front of it.
+        self.payments: ReceivedPayments = payments or NoReceivedPayments()
         self._discovery: DiscoverySettings = discovery or DiscoveryOff()
         self._resolver: Resolver = resolver or ResolvesNothing()
         self._production = production
@@ -118,7 +119,7 @@ class Listings(EventSourcedProjection[UUID]):
 
     @policy.register
     def _(self, approved: Payment.Approved, processing_event: ProcessingEvent[UUID]) -> None:
-        received = self._payments.get_received(approved.originator_id)
+        received = self.payments.get_received(approved.originator_id)
         if received is None or "bazaar" not in (received.extensions or {}):
             return
         _, listing = self._decide(VerifiedPayment.of(received, approved))

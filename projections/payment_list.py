@@ -21,7 +21,7 @@ from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
 
 from domain.payment import Payment
-from projections.sql import SqlView, values
+from projections.sql import Batch, SqlView, values
 
 # Each payment event and the state it records (Received creates the row).
 STATES: dict[type[Any], str] = {
@@ -206,53 +206,103 @@ class PostgresPaymentListView(PaymentListView, PostgresTrackingRecorder):
 
 
 class PaymentListProjection(Projection[PaymentListView]):
+    """Inside a batch (`SqlView.batch`) the rows are kept in memory and written at its end, before it commits: a
+    payment received in the batch is one INSERT with the state its later events of the batch left (a verify's
+    Received and Approved: one row written once, not an INSERT and an UPDATE), the updates of a payment recorded
+    before are one UPDATE, and the timeline rows one multi-row INSERT. Outside a batch each event is its own
+    transaction, as before."""
+
     name = "payment_list"
     topics = tuple(get_topic(cls) for cls in EVENTS)
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        state = STATES.get(type(domain_event))
-        with self.view.tracked(tracking) as c:
-            e, key, moment = domain_event, str(domain_event.originator_id), timestamp(domain_event.timestamp)
-            if state == "RECEIVED":
-                client_id = str(e.client_id)
-                merchant = client_id.removeprefix("merchant:") if client_id.startswith("merchant:") else None
-                c.execute("INSERT INTO payment_list VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, NULL, NULL, NULL, "
-                          "?, ?, NULL)",
-                          (key, client_id, merchant, e.idempotency_key, getattr(e, "client_signature", ""),
-                           getattr(e, "message_hash", None), state, str(e.amount), e.asset, e.network, e.pay_to,
-                           moment, moment))
-            elif state is None:  # an event that records no state change (SuccessAnswered, …): the timeline only
-                c.execute("UPDATE payment_list SET updated_at = ? WHERE payment_id = ?", (moment, key))
-            else:
-                self._advance(c, key, state, e, moment)
-            c.execute("INSERT INTO payment_list_events VALUES (?, ?, ?, ?, ?)",
-                      (key, int(e.originator_version), type(e).__qualname__, moment, json.dumps(fields(e))))
+        e, key, moment = domain_event, str(domain_event.originator_id), timestamp(domain_event.timestamp)
+        state = STATES.get(type(e))
+        row = _received_row(e, key, moment) if state == "RECEIVED" else None
+        changes = _changes(state, e, moment) if row is None else {}
+        event = (key, int(e.originator_version), type(e).__qualname__, moment, _fields_json(e))
+        batch = self.view.current_batch()
+        if batch is None:
+            with self.view.tracked(tracking) as c:
+                if row is not None:
+                    c.execute(INSERT_PAYMENT, row)
+                else:
+                    c.execute(_update_statement(changes), (*changes.values(), key))
+                c.execute(INSERT_EVENT, event)
+            return
+        new, updates, events = _pending(batch)
+        if row is not None:
+            new[key] = dict(zip(COLUMNS, row, strict=True))
+        elif key in new:
+            new[key].update(changes)
+        else:
+            updates.setdefault(key, {}).update(changes)
+        events.append(event)
+        batch.track(tracking)
+        batch.before_commit(self.name, lambda: _write(batch))
 
-    @staticmethod
-    def _advance(c: Any, key: str, state: str, e: Any, moment: str) -> None:
-        sets, params = ["state = ?", "updated_at = ?"], [state, moment]
-        if state in ("APPROVED", "REJECTED"):
-            sets.append("verify_outcome = ?")
-            params.append(state)
-        if getattr(e, "payer", None):
-            sets.append("payer = ?")
-            params.append(e.payer)
-        if getattr(e, "signature", None):
-            sets.append("transaction_signature = ?")
-            params.append(e.signature)
-        if getattr(e, "reason", None):
-            sets.append("reason = ?")
-            params.append(e.reason)
-        if state in ("CONFIRMED", "FAILED"):
-            sets.append("settled_at = ?")
-            params.append(moment)
-        c.execute(f"UPDATE payment_list SET {', '.join(sets)} WHERE payment_id = ?", (*params, key))
+
+INSERT_PAYMENT = f"INSERT INTO payment_list VALUES ({', '.join('?' * len(COLUMNS))})"
+INSERT_EVENT = "INSERT INTO payment_list_events VALUES (?, ?, ?, ?, ?)"
+
+
+def _received_row(e: Any, key: str, moment: str) -> tuple[Any, ...]:
+    client_id = str(e.client_id)
+    merchant = client_id.removeprefix("merchant:") if client_id.startswith("merchant:") else None
+    return (key, client_id, merchant, e.idempotency_key, getattr(e, "client_signature", ""),
+            getattr(e, "message_hash", None), "RECEIVED", None, str(e.amount), e.asset, e.network, e.pay_to, None,
+            None, None, moment, moment, None)
+
+
+def _changes(state: str | None, e: Any, moment: str) -> dict[str, Any]:
+    """The columns an event other than Received sets; one with no state (SuccessAnswered, …) only touches the
+    row (its timeline row is the rest)."""
+    if state is None:
+        return {"updated_at": moment}
+    changes: dict[str, Any] = {"state": state, "updated_at": moment}
+    if state in ("APPROVED", "REJECTED"):
+        changes["verify_outcome"] = state
+    if getattr(e, "payer", None):
+        changes["payer"] = e.payer
+    if getattr(e, "signature", None):
+        changes["transaction_signature"] = e.signature
+    if getattr(e, "reason", None):
+        changes["reason"] = e.reason
+    if state in ("CONFIRMED", "FAILED"):
+        changes["settled_at"] = moment
+    return changes
+
+
+def _update_statement(changes: dict[str, Any]) -> str:
+    return f"UPDATE payment_list SET {', '.join(f'{c} = ?' for c in changes)} WHERE payment_id = ?"
+
+
+def _pending(batch: Batch) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[tuple[Any, ...]]]:
+    """The batch's pending writes: new rows by payment, changes to earlier rows by payment, timeline rows."""
+    pending: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[tuple[Any, ...]]] = \
+        batch.state.setdefault("payment_list", ({}, {}, []))
+    return pending
+
+
+def _write(batch: Batch) -> None:
+    new, updates, events = _pending(batch)
+    batch.executemany(INSERT_PAYMENT, [tuple(row.values()) for row in new.values()])
+    for key, changes in updates.items():
+        batch.execute(_update_statement(changes), (*changes.values(), key))
+    batch.executemany(INSERT_EVENT, events)
+
+
+ENVELOPE = frozenset({"originator_id", "originator_version", "timestamp", "originator_topic"})
 
 
 def fields(domain_event: Any) -> dict[str, Any]:
     """Every recorded field of an event but its envelope, as JSON values."""
-    envelope = {"originator_id", "originator_version", "timestamp", "originator_topic"}
-    return json.loads(json.dumps({k: v for k, v in vars(domain_event).items() if k not in envelope}, default=str))
+    return json.loads(_fields_json(domain_event))
+
+
+def _fields_json(domain_event: Any) -> str:
+    """`fields` as the timeline stores it (the same text: `json.dumps` of what this text decodes to is this)."""
+    return json.dumps({k: v for k, v in vars(domain_event).items() if k not in ENVELOPE}, default=str)
 
 
 def _next_day(day: str) -> str:

@@ -4,12 +4,23 @@ A view subclasses `SqlView` and the tracking recorder of its database; each writ
 its tracking record, so an event is applied exactly once however often a runner restarts. Inside `batch()` (the
 projection runner's, projections/runner.py) the writes of many events and their tracking records share one
 transaction: one commit for a whole batch of notifications, still all or nothing.
+
+A batch given its first and last notification (`batch(first, last)`, what the runner does) records the position
+twice, not once per event: eventsourcing's tracking table keeps one row per application (`single_row_tracking`,
+its default on SQLite and PostgreSQL), and recording a position fails unless it is past the recorded one. So the
+batch records `first` as it begins (IntegrityError, and a rollback of the whole batch, if any runner applied that
+notification or a later one already) and `last` before it commits: exactly what recording every event's position
+in turn would have checked and left, with two statements instead of one per event, and the events a projection
+ignores advance the position too. A store with multi-row tracking records every event as before.
+
+A view may also keep a batch's writes in memory (`Batch.state`) and write them at its end (`Batch.before_commit`):
+a payment's Received and Approved, which usually arrive in one batch, then become one row written once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -41,46 +52,60 @@ class SqlView(TrackingRecorder):
     @contextmanager
     def tracked(self, tracking: Tracking) -> Iterator[Any]:
         """A cursor in a transaction that also records `tracking` (and fails if it was recorded before); inside
-        `batch()`, the batch's transaction."""
-        batch = self._batch_local().cursor
+        `batch()`, the batch's transaction (and position)."""
+        batch = self.current_batch()
         if batch is not None:
-            yield _Cursor(batch, self)
-            self._insert_tracking(batch, tracking)  # type: ignore[attr-defined]
+            yield _Cursor(batch.cursor, self)
+            batch.track(tracking)
             return
         with self.datastore.transaction(commit=True) as c:
             yield _Cursor(c, self)
             self._insert_tracking(c, tracking)  # type: ignore[attr-defined]
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, first: Tracking | None = None, last: Tracking | None = None) -> Iterator[Batch]:
         """Every `tracked` write of this thread until the block ends goes into one transaction, committed at its
-        end; an exception (IntegrityError: another runner applied one of the events first) rolls all back."""
+        end; an exception (IntegrityError: another runner applied one of the events first) rolls all back. Given
+        the batch's `first` and `last` notification, the position is recorded at both ends instead of per event
+        (the module's doc)."""
         local = self._batch_local()
-        if local.cursor is not None:  # already in a batch: part of it
-            yield
+        if local.batch is not None:  # already in a batch: part of it
+            yield local.batch
             return
+        bounded = first is not None and last is not None and bool(self.datastore.single_row_tracking)
         with self.datastore.transaction(commit=True) as c:
-            local.cursor = c
+            # `last` is recorded at the end unless it is `first` (a batch of one), recorded already.
+            end = last if bounded and last is not None and first is not None and \
+                last.notification_id != first.notification_id else None
+            batch = local.batch = Batch(c, self, end, first=first if bounded else None)
             try:
-                yield
+                if bounded:
+                    self._insert_tracking(c, first)  # type: ignore[attr-defined]
+                yield batch
+                batch.finish()
             finally:
-                local.cursor = None
+                local.batch = None
+
+    def current_batch(self) -> Batch | None:
+        """This thread's open batch of this view, if any."""
+        batch: Batch | None = self._batch_local().batch
+        return batch
 
     def _batch_local(self) -> threading.local:
         local = self.__dict__.get("_batch")
         if local is None:
             local = self.__dict__.setdefault("_batch", threading.local())
-        if not hasattr(local, "cursor"):
-            local.cursor = None
+        if not hasattr(local, "batch"):
+            local.batch = None
         return local
 
     # A pooled connection broken by a database restart fails once; the retry takes a fresh one.
     @retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-        batch = self._batch_local().cursor
+        batch = self.current_batch()
         if batch is not None:  # a projection reading inside a batch reads the batch's own writes
-            batch.execute(self.sql(statement), tuple(params))
-            return [values(row) for row in batch.fetchall()]
+            batch.cursor.execute(self.sql(statement), tuple(params))
+            return [values(row) for row in batch.cursor.fetchall()]
         if self.paramstyle == "format":  # one autocommit statement: no BEGIN/ROLLBACK round trips
             with self.datastore.get_connection() as conn, conn.cursor() as c:
                 c.execute(self.sql(statement), tuple(params))
@@ -88,6 +113,47 @@ class SqlView(TrackingRecorder):
         with self.datastore.transaction(commit=False) as c:
             c.execute(self.sql(statement), tuple(params))
             return [values(row) for row in c.fetchall()]
+
+
+class Batch:
+    """One open batch of a view: its cursor, the position it records at its end, and what the view keeps in
+    memory until then."""
+
+    def __init__(self, cursor: Any, view: SqlView, last: Tracking | None, *, first: Tracking | None = None) -> None:
+        self.cursor, self.view, self.last, self.first = cursor, view, last, first
+        self.bounded = first is not None
+        self.state: dict[str, Any] = {}  # a view's pending writes, by a name of its choosing
+        self._flushes: dict[str, Callable[[], None]] = {}
+
+    def track(self, tracking: Tracking) -> None:
+        """One event applied: its position is recorded now, unless the batch records its bounds."""
+        if not self.bounded:
+            self.view._insert_tracking(self.cursor, tracking)  # type: ignore[attr-defined]  # noqa: SLF001
+
+    def stop_after(self, tracking: Tracking) -> None:
+        """The batch ends early: `tracking`, not its announced last notification, is the position it records."""
+        if self.bounded:
+            self.last = None if self.first is not None and tracking.notification_id == self.first.notification_id \
+                else tracking
+
+    def before_commit(self, name: str, flush: Callable[[], None]) -> None:
+        """Run `flush` (once, whatever how often registered under `name`) when the batch ends, before it
+        commits; an exception there rolls the batch back."""
+        self._flushes.setdefault(name, flush)
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        self.cursor.execute(self.view.sql(statement), tuple(params))
+        return self.cursor
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self.cursor.executemany(self.view.sql(statement), [tuple(r) for r in rows])
+
+    def finish(self) -> None:
+        for flush in self._flushes.values():
+            flush()
+        if self.last is not None:
+            self.view._insert_tracking(self.cursor, self.last)  # type: ignore[attr-defined]  # noqa: SLF001
 
 
 class _Cursor:

@@ -7,7 +7,9 @@ and one delivery per subscribed, enabled endpoint of its merchant, exactly once 
 An endpoint hears the events that happened after it was created. The outbox reads the endpoints table, which
 another projection fills, so the worker sets `horizon` to the moment it last brought the endpoints up to date and
 an outbox projection stops (`NotYet`) at the first event newer than that, to take it up again once the endpoints
-have caught up: an event is never fanned out against an endpoints table older than itself.
+have caught up: an event is never fanned out against an endpoints table older than itself. The events of the batch
+before it are applied and committed (`projections.runner.Later`); under steady traffic a batch nearly always ends
+with an event newer than the horizon, and rolling the whole batch back made the worker apply it again and again.
 
 Payloads follow Standard Webhooks (`type`, `timestamp`, `data`), carry the public fields of the payment (never the
 transaction bytes, a signature of the client, or any secret) and stay under 20 KB.
@@ -29,6 +31,8 @@ from domain.merchant import Merchant, merchant_id
 from domain.payment import Payment
 from domain.proxy_service import ProxyService
 from domain.webhook import WebhookEndpoint, message_id
+from projections.runner import Later
+from projections.sql import Batch
 from projections.webhooks import CANCELLED, PENDING, WebhooksView
 
 MERCHANT_PREFIX = "merchant:"
@@ -36,7 +40,7 @@ MAX_PAYLOAD = 20 * 1024
 MAX_TEXT = 1024  # a free-text field (a rejection message, a URL) is cut to this many characters
 
 
-class NotYet(Exception):  # noqa: N818 - a signal to the worker, not an error
+class NotYet(Later):
     """The event is newer than the endpoints the outbox knows of: take it up again after they catch up."""
 
 
@@ -119,12 +123,22 @@ class _Outbox(Projection[WebhooksView]):
             raise NotYet(f"event at {e.timestamp} is newer than the endpoints ({self.horizon})")
 
     def _subject(self, c: Any, subject_id: str) -> tuple[str, dict[str, Any]] | None:
+        batch = self.view.current_batch()
+        if batch is not None and subject_id in (pending := _pending_subjects(batch)):
+            merchant, data, _ = pending[subject_id]
+            return merchant, data
         c.execute("SELECT merchant_id, data FROM webhook_subjects WHERE subject_id = ?", (subject_id,))
         rows = c.fetchall()
         return (rows[0][0], json.loads(rows[0][1])) if rows else None
 
     def _keep(self, c: Any, subject_id: str, merchant: str, data: dict[str, Any], *, new: bool = False) -> None:
-        if new:
+        batch = self.view.current_batch()
+        if batch is not None:  # written once at the batch's end (`_write_subjects`)
+            pending = _pending_subjects(batch)
+            kept = pending.get(subject_id)
+            pending[subject_id] = (merchant, data, new or (kept is not None and kept[2]))
+            batch.before_commit("webhook_subjects", lambda: _write_subjects(batch))
+        elif new:
             c.execute("INSERT INTO webhook_subjects VALUES (?, ?, ?)", (subject_id, merchant, json.dumps(data)))
         else:
             c.execute("UPDATE webhook_subjects SET data = ?, merchant_id = ? WHERE subject_id = ?",
@@ -133,10 +147,9 @@ class _Outbox(Projection[WebhooksView]):
     def _enqueue(self, c: Any, e: Any, merchant: str, kind: str, data: dict[str, Any]) -> int:
         """The message and a delivery to each enabled endpoint of the merchant that subscribes to `kind` and
         existed when the event happened; how many deliveries."""
-        c.execute("SELECT endpoint_id, events, created_at FROM webhook_endpoints WHERE merchant_id = ? "
-                  "AND enabled = ? AND deleted = ?", (merchant, True, False))
         moment = e.timestamp.timestamp()
-        targets = [row[0] for row in c.fetchall() if kind in json.loads(row[1]) and float(row[2]) <= moment]
+        targets = [row[0] for row in self._endpoints(c, merchant)
+                   if kind in json.loads(row[1]) and float(row[2]) <= moment]
         if not targets:
             return 0
         msg_id, now = message_id(e.originator_id, e.originator_version), datetime.now(UTC).timestamp()
@@ -146,6 +159,31 @@ class _Outbox(Projection[WebhooksView]):
             c.execute("INSERT INTO webhook_deliveries VALUES (?, ?, ?, 0, ?, NULL, NULL, ?, NULL)",
                       (msg_id, endpoint_id, PENDING, now, now))
         return len(targets)
+
+    def _endpoints(self, c: Any, merchant: str) -> list[list[Any]]:
+        """(endpoint_id, events, created_at) of the merchant's enabled endpoints; read once per batch (nothing in
+        an outbox batch changes them: the endpoints projection runs before it)."""
+        batch = self.view.current_batch()
+        cached: dict[str, list[list[Any]]] = batch.state.setdefault("webhook_endpoints", {}) if batch else {}
+        if merchant not in cached:
+            c.execute("SELECT endpoint_id, events, created_at FROM webhook_endpoints WHERE merchant_id = ? "
+                      "AND enabled = ? AND deleted = ?", (merchant, True, False))
+            cached[merchant] = c.fetchall()
+        return cached[merchant]
+
+
+def _pending_subjects(batch: Batch) -> dict[str, tuple[str, dict[str, Any], bool]]:
+    """The batch's subjects to write: (merchant, data, new) by subject."""
+    pending: dict[str, tuple[str, dict[str, Any], bool]] = batch.state.setdefault("webhook_subjects", {})
+    return pending
+
+
+def _write_subjects(batch: Batch) -> None:
+    pending = _pending_subjects(batch)
+    batch.executemany("INSERT INTO webhook_subjects VALUES (?, ?, ?)",
+                      [(s, merchant, json.dumps(data)) for s, (merchant, data, new) in pending.items() if new])
+    batch.executemany("UPDATE webhook_subjects SET data = ?, merchant_id = ? WHERE subject_id = ?",
+                      [(json.dumps(data), merchant, s) for s, (merchant, data, new) in pending.items() if not new])
 
 
 def _merchant_of(client_id: str) -> str | None:

@@ -1,7 +1,9 @@
-"""Projection workers: each read model follows its application's notification log in its own process.
+"""Projection workers: the read models follow their applications' notification logs in one process.
 
 `paywarden project [NAME ...]` runs them (all by default); `paywarden up` and `paywarden serve` start one.
-Register a read model in `PROJECTIONS`; the container builds its view for the configured store.
+Register a read model in `PROJECTIONS`; the container builds its view for the configured store. Each application's
+log has one reader thread in the process (`projections.runner.Follower`) feeding every read model that follows it:
+a batch is read and decoded once, each read model applies its share in its own transaction.
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
+from application.listings import Listings
+from application.ports import ReceivedPayments
+from domain.payment import Payment
 from interfaces.adapters.redis import RedisResultCacheView
 from interfaces.container import Container
 from interfaces.runtime.followup import follow_up_pending
@@ -20,7 +26,7 @@ from projections.catalog import CatalogProjection
 from projections.console import ConsoleProjection
 from projections.payment_list import PaymentListProjection
 from projections.results import ResultCacheProjection
-from projections.runner import catch_up, follow
+from projections.runner import Follower
 from projections.service_scopes import ServiceScopesProjection
 
 
@@ -55,10 +61,9 @@ def _result_cache_view(container: Container) -> Any:
 
 
 def catch_up_all(container: Container, names: Sequence[str] = ()) -> int:
-    total = 0
-    for spec in _selected(names, container):
-        total += catch_up(spec.application(container), spec.projection(spec.view(container)))
-    return total
+    """The selected read models level with their logs now, as the worker brings them (`followers`); how many
+    notifications they applied, all together."""
+    return sum(follower.catch_up() for follower in followers(container, names))
 
 
 def run(container: Container, names: Sequence[str] = (), stop: threading.Event | None = None) -> None:
@@ -68,9 +73,8 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
     threads = [
-        threading.Thread(target=follow, args=(spec.application(container), spec.projection(spec.view(container)),
-                                              stop), name=f"projection-{spec.name}", daemon=True)
-        for spec in _selected(names, container)
+        threading.Thread(target=follower.follow, args=(stop,), name=f"projections-{follower.app.name}", daemon=True)
+        for follower in followers(container, names)
     ]
     if not names:  # the audit log trails every application's events (interfaces/audit/log.py)
         from interfaces.audit.log import follow as follow_audit_log
@@ -86,6 +90,35 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
     stop.wait()
     for thread in threads:
         thread.join(timeout=5)
+
+
+def followers(container: Container, names: Sequence[str] = ()) -> list[Follower]:
+    """One `Follower` per application whose log the selected read models follow."""
+    by_app: dict[int, tuple[Any, list[Any]]] = {}
+    for spec in _selected(names, container):
+        app = spec.application(container)
+        by_app.setdefault(id(app), (app, []))[1].append(spec.projection(spec.view(container)))
+    found = [Follower(app, projections) for app, projections in by_app.values()]
+    for follower in found:
+        for projection in follower.projections:
+            if isinstance(projection, Listings) and not isinstance(projection.payments, BatchFirst):
+                projection.payments = BatchFirst(follower, projection.payments)
+    return found
+
+
+class BatchFirst:
+    """The discovery follower's `ReceivedPayments`: a payment's Received from the batch of the Payments log being
+    applied when it is there (a verify's Received and Approved are usually read together), decoded once for every
+    read model; else from the event store, as before. The same stored event either way."""
+
+    def __init__(self, follower: Follower, stored: ReceivedPayments) -> None:
+        self._follower, self._stored = follower, stored
+
+    def get_received(self, payment_id: UUID) -> Payment.Received | None:
+        recent = self._follower.recent(payment_id, 1)
+        if isinstance(recent, Payment.Received):
+            return recent
+        return self._stored.get_received(payment_id)
 
 
 def _selected(names: Sequence[str], container: Container) -> list[ProjectionSpec]:

@@ -379,7 +379,7 @@ def test_followers_killed_midway_and_restarted_apply_every_event_exactly_once(di
     busy_history(discovery)
     container = discovery.gateway.container
     # The listings follower dies in its 6th payment; a new one (a restarted worker) resumes from its tracking.
-    doomed = Listings(container.listings.env, payments=CrashingPayments(container.listings._payments, 5),
+    doomed = Listings(container.listings.env, payments=CrashingPayments(container.listings.payments, 5),
                       discovery=container.accounts, resolver=FakeResolver())
     with pytest.raises(Crash):
         catch_up(container.payments, doomed)
