@@ -198,10 +198,15 @@ class DeliveryWorker:
     # -- the loop -----------------------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        """Rounds until `stop`. A round that claimed deliveries is followed by another at once (more may be due);
+        any other by a pause: the outbox projections read their logs to the end in each round, so going round
+        again at once would only pick up the events of the last few milliseconds, a commit (and its fsync) for
+        each one or two events under steady traffic."""
         failures = 0
         while not stop.is_set():
             try:
-                busy = self.fill_outbox() + self.deliver_due()
+                self.fill_outbox()
+                busy = self.deliver_due()
                 failures = 0
             except Exception:
                 failures += 1
