@@ -30,11 +30,24 @@ class AuditLogView(SqlView):
 
     def append(self, tracking: Tracking, leaf: bytes) -> None:
         """The next leaf, with its tracking record (IntegrityError if another follower appended it first)."""
-        with self.tracked(tracking) as c:
-            # The leaves are 0, 1, 2, …: the next is one past the largest (the key's index, not a count of rows).
-            size = values(c.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_log").fetchone())[0]
-            c.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?)",
-                      (int(size), tracking.application_name, tracking.notification_id, leaf.hex()))
+        self.append_all(tracking.application_name, [(tracking.notification_id, leaf)])
+
+    def append_all(self, application: str, leaves: Sequence[tuple[int, bytes]]) -> None:
+        """The next leaves, in order: (position in `application`'s log, leaf) each. One transaction with the
+        tracking (`SqlView.batch`, told its first and last position): IntegrityError, and nothing appended, if
+        another follower appended any of them first."""
+        if not leaves:
+            return
+        with self.batch(Tracking(application, leaves[0][0]), Tracking(application, leaves[-1][0])) as batch:
+            # The leaves are 0, 1, 2, …: the next is one past the largest (the key's index, not a count of rows),
+            # read once in the batch's transaction, which the tracking record written first made a writer.
+            size = int(values(batch.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_log").fetchone())[0])
+            batch.executemany("INSERT INTO audit_log VALUES (?, ?, ?, ?)",
+                              [(size + i, application, position, leaf.hex())
+                               for i, (position, leaf) in enumerate(leaves)])
+            if not batch.bounded:  # multi-row tracking: a record per leaf
+                for position, _ in leaves:
+                    batch.track(Tracking(application, position))
 
     def size(self) -> int:
         return int(self.rows("SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_log")[0][0])

@@ -12,6 +12,7 @@ verifier key) and `leaves.txt` (the leaf hashes the log recorded, hex, used only
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -20,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import IntegrityError
 
 from domain import merkle
 from domain.checkpoint import Checkpoint, NoteError, VerifierKey
 from domain.log_entry import EntryError, LogEntry
 from interfaces.audit.history import plain_state
 from interfaces.audit.signing import CheckpointSigner, load_signer
-from interfaces.audit.stores import application_names, reader
+from interfaces.audit.stores import ApplicationNames, reader
 from interfaces.config import Config
 from interfaces.container import build_view
 from projections.audit_log import AuditLogView, SqliteAuditLogView
@@ -45,6 +46,7 @@ class AuditLog:
     view: AuditLogView
     readers: dict[str, Application]
     _range: merkle.CompactRange | None = None  # the tree's perfect subtrees, as of the last checkpoint
+    _names: ApplicationNames | None = None
 
     @classmethod
     def open(cls, config: Config) -> AuditLog:
@@ -59,7 +61,9 @@ class AuditLog:
 
     def applications(self) -> dict[str, Application]:
         """Every application with an event store (found anew each time: applications appear over time)."""
-        for name in application_names(self.config):
+        if self._names is None:
+            self._names = ApplicationNames(self.config)
+        for name in self._names():
             if name not in self.readers:
                 self.readers[name] = reader(self.config, name)
         return self.readers
@@ -99,15 +103,13 @@ class AuditLog:
             unloggable: EntryError | None = None
             for n in notifications:
                 try:
-                    leaves.append(LogEntry.from_stored(name, n.id, n.originator_id, n.originator_version, n.topic,
-                                                       plain_state(app, n.state)).leaf())
+                    leaves.append(leaf_of(name, n.id, n.originator_id, n.originator_version, n.topic,
+                                          plain_state(app, n.state)))
                 except EntryError as bad:  # the events before it are logged; the application stops there
                     unloggable = bad
                     break
-            try:
-                with self.view.batch():  # the batch's leaves and tracking records: one transaction
-                    for n, leaf in zip(notifications, leaves, strict=False):
-                        self.view.append(Tracking(name, n.id), leaf)
+            try:  # the batch's leaves and tracking: one transaction
+                self.view.append_all(name, [(n.id, leaf) for n, leaf in zip(notifications, leaves, strict=False)])
             except IntegrityError:
                 continue  # another follower appended some of them first: nothing of ours stayed; re-read
             done += len(leaves)
@@ -203,6 +205,33 @@ class AuditLog:
                     break
                 start = notifications[-1].id
         return missing
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _refuse(_: str) -> Any:
+    raise _NotPlain
+
+
+def leaf_of(application: str, position: int, originator_id: Any, originator_version: int, topic: str,
+            state: bytes) -> bytes:
+    """`LogEntry.from_stored(...).leaf()`, the same bytes hashed, without RFC 8785's encoder written in Python
+    for the common state: no number with a fraction or exponent (and no NaN or infinity) and nothing but ASCII.
+    For such a value RFC 8785 is exactly the standard library's `json.dumps` with sorted keys, no whitespace and
+    ensure_ascii off (the strings are escaped by the same function; integers are written in decimal; names in
+    ASCII sort the same by UTF-16 code units as by code points); anything else takes `LogEntry`."""
+    try:
+        value = json.loads(state.decode("utf-8"), parse_float=_refuse, parse_constant=_refuse)
+        text = json.dumps({"application": application, "position": int(position),
+                           "originator_id": str(originator_id), "originator_version": int(originator_version),
+                           "topic": topic, "state": value}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (_NotPlain, UnicodeDecodeError, ValueError, TypeError):
+        text = ""
+    if not text or not text.isascii():
+        return LogEntry.from_stored(application, position, originator_id, originator_version, topic, state).leaf()
+    return merkle.leaf_hash(text.encode())
 
 
 def follow(config: Config, stop: threading.Event, *, poll_seconds: float = 1.0) -> None:

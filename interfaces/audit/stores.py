@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 
 from eventsourcing.application import Application
 
@@ -20,15 +21,53 @@ EVENT_COLUMNS = {"originator_id", "originator_version", "topic", "state", "notif
 
 
 def application_names(config: Config) -> list[str]:
-    if is_postgres(config.database_url):
-        return _postgres_names(config)
-    names = []
-    for path in sorted(sqlite_dir(config).glob("*.db")):
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stored_events'")
-            if found.fetchone():
-                names.append(path.stem)
-    return names
+    return ApplicationNames(config)()
+
+
+class ApplicationNames:
+    """`application_names`, for a follower that asks every second: a SQLite file found to be an event store stays
+    one, and a file that was not is opened again only once it (or its write-ahead log) has changed since."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._stores: set[Path] = set()
+        self._others: dict[Path, tuple[tuple[int, int], ...]] = {}  # not an event store when it looked like this
+
+    def __call__(self) -> list[str]:
+        if is_postgres(self._config.database_url):
+            return _postgres_names(self._config)
+        names = []
+        for path in sorted(sqlite_dir(self._config).glob("*.db")):
+            if path not in self._stores:
+                looks = _looks(path)
+                if self._others.get(path) == looks:
+                    continue
+                if not _is_event_store(path):
+                    self._others[path] = looks
+                    continue
+                self._stores.add(path)
+                self._others.pop(path, None)
+            names.append(path.stem)
+        return names
+
+
+def _looks(path: Path) -> tuple[tuple[int, int], ...]:
+    """Size and modification time of the file and of its write-ahead log (where a new table first lands)."""
+    looks = []
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = candidate.stat()
+        except FileNotFoundError:
+            looks.append((-1, -1))
+        else:
+            looks.append((st.st_size, st.st_mtime_ns))
+    return tuple(looks)
+
+
+def _is_event_store(path: Path) -> bool:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stored_events'")
+        return found.fetchone() is not None
 
 
 def _postgres_names(config: Config) -> list[str]:
