@@ -7,13 +7,21 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
-from eventsourcing.persistence import ConnectionPoolClosedError, InfrastructureFactory
+from eventsourcing import sqlite
+from eventsourcing.persistence import ConnectionPoolClosedError, InfrastructureFactory, OperationalError, StoredEvent
 from eventsourcing.utils import Environment
 
-from interfaces.adapters.sqlite import DurableSends, LeanDatastore, SQLiteFactory, fsync_database
+from interfaces.adapters.sqlite import (
+    DurableSends,
+    LeanApplicationRecorder,
+    LeanDatastore,
+    SQLiteFactory,
+    fsync_database,
+)
 from interfaces.config import Config
 from interfaces.container import store_env
 
@@ -157,3 +165,22 @@ def test_the_writers_of_one_process_take_turns(tmp_path):
         cursor.execute("SELECT n FROM counters")
         assert cursor.fetchone()[0] == 60
     datastore.close()
+
+
+def test_an_aggregates_read_without_a_transaction_returns_what_the_librarys_returns(tmp_path):
+    factory = InfrastructureFactory.construct(env=Environment("payments", store_env(Config(data_dir=tmp_path),
+                                                                                    "payments")))
+    recorder = factory.application_recorder()
+    assert isinstance(recorder, LeanApplicationRecorder)
+    ids = [uuid.uuid4() for _ in range(2)]
+    recorder.insert_events([StoredEvent(i, v, f"topic{v}", f"state{v}".encode()) for i in ids for v in range(1, 6)])
+    library = sqlite.SQLiteApplicationRecorder(sqlite.SQLiteDatastore(str(tmp_path / "payments.db")))
+    for options in ({}, {"gt": 2}, {"lte": 3}, {"gt": 1, "lte": 4, "desc": True}, {"desc": True, "limit": 2},
+                    {"limit": 1}, {"gt": 5}):
+        for originator_id in (*ids, uuid.uuid4()):
+            assert recorder.select_events(originator_id, **options) == library.select_events(originator_id,
+                                                                                              **options), options
+    with pytest.raises(OperationalError):  # sqlite3's errors as eventsourcing's, as in its transactions
+        factory.datastore.read("SELECT * FROM no_such_table")
+    library.datastore.close()
+    factory.datastore.close()
