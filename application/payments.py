@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.domain import BaseAggregate, DomainEventProtocol, MutableOrImmutableAggregate
+from eventsourcing.persistence import IntegrityError, Recording
 
 from application.errors import DuplicateRequestError, SimulationFailedError, rule_details
 from application.outcomes import (
@@ -387,6 +388,25 @@ class Payments(Application[UUID]):
             return self.repository.get(claim_id(kind, subject))
         except AggregateNotFoundError:
             return None
+
+    def save(self, *objs: MutableOrImmutableAggregate[UUID] | DomainEventProtocol[UUID] | None,
+             **kwargs: Any) -> list[Recording[UUID]]:
+        """`Application.save`, the same steps in the same order (collect the pending events, record them in one
+        `insert_events`, snapshots, notify), with the aggregates' events collected directly: the library tells an
+        aggregate from an event with two `isinstance` checks against runtime protocols, ~30 µs a save on Python
+        3.11. Anything but aggregates (an event, a keyword argument) goes to the library as it is."""
+        if kwargs or not all(isinstance(obj, BaseAggregate) for obj in objs):
+            return super().save(*objs, **kwargs)
+        processing_event: ProcessingEvent[UUID] = ProcessingEvent()
+        for aggregate in objs:
+            assert isinstance(aggregate, BaseAggregate)
+            processing_event.events.extend(aggregate.collect_events())
+            processing_event.aggregates[aggregate.id] = aggregate
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        self.notify(processing_event.events)  # deprecated in the library, called by its save all the same
+        return recordings
 
     def _save(self, payment: Payment, request: PaymentRequest | None = None) -> None:
         """One save of the payment and the claims its request made: all of them are recorded, or none."""

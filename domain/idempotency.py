@@ -12,6 +12,7 @@ the event store itself: that is the atomic upsert.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from uuid import UUID, uuid5
 
 PAYMENT_NAMESPACE = UUID("5d1d7b0e-7f3c-4a43-9a55-6b1f0e2c9a01")
@@ -22,5 +23,8 @@ def idempotency_key(client_id: str, amount: int, message_hash: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()
 
 
+@lru_cache(maxsize=4096)
 def payment_id(key: str) -> UUID:
+    """A pure function of the key, kept for the keys seen last: a request derives it when it reads the payment and
+    again when it creates it (~8 µs each: SHA-1 and `UUID`'s checks)."""
     return uuid5(PAYMENT_NAMESPACE, key)

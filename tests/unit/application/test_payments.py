@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import Tracking
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, Tracking
 from solders.hash import Hash
 from solders.keypair import Keypair
 from solders.signature import Signature
@@ -15,10 +18,11 @@ from solders.transaction import VersionedTransaction
 from application.errors import KeyEnvironmentError
 from application.payments import Payments
 from application.ports import Confirmation, SignatureStatus, Simulation, SubmissionError
+from domain.claims import Claim, ClaimKind
 from domain.clients import Capability, Client
 from domain.codes import Code
 from domain.networks import DEVNET, MAINNET, SCHEME_EXACT, KeyEnv
-from domain.payment import PaymentState
+from domain.payment import Payment, PaymentState
 from domain.x402 import PaymentPayload, Requirements
 from interfaces.adapters.memory import InProcessLocks
 from interfaces.adapters.signers import KeypairFeePayers
@@ -427,6 +431,36 @@ def test_a_request_that_gets_the_lock_reads_the_event_store_only_and_the_cache_a
     with payments._locks.hold(approved_key, 10):
         refused = payments.verify(CLIENT, approved_payload, approved)
     assert refused.invalid_reason == Code.DUPLICATE_REQUEST  # an approval is not terminal: not in the cache
+
+
+def _payment_and_claim(key: str) -> tuple[Payment, Claim]:
+    aggregate = Payment(idempotency_key=key, client_id=CLIENT.id, network=DEVNET.caip2, asset=DEVNET.usdc_mint,
+                        amount=1_000, pay_to=str(PAY_TO), terms_digest="d" * 64, client_signature="s",
+                        extensions={}, resource=None, message_hash="m" * 64)
+    aggregate.approve(str(PAYER.pubkey()), str(FEE_PAYER.pubkey()), "blockhash")
+    return aggregate, Claim(kind=ClaimKind.TRANSACTION, subject=f"tx-{key}", payment_id=str(aggregate.id))
+
+
+def test_save_records_what_the_librarys_save_records_and_all_of_a_request_or_none():
+    """`Payments.save` collects the aggregates' events without the library's protocol checks; what it records is
+    what `Application.save` records, in one `insert_events`: a claim already taken stops the payment too."""
+    ours, theirs = (Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}) for _ in range(2))
+    for save in (ours.save, functools.partial(Application.save, theirs)):
+        payment_, claim = _payment_and_claim("k1")
+        recordings = save(payment_, claim)
+        assert [r.notification.id for r in recordings] == [1, 2, 3]
+    stored = [[(s.originator_id, s.originator_version, s.topic, {k: v for k, v in json.loads(s.state).items()
+                                                                  if k != "timestamp"})
+               for s in app.recorder.select_notifications(start=1, limit=10)] for app in (ours, theirs)]
+    assert stored[0] == stored[1] and len(stored[0]) == 3
+
+    payment_, _ = _payment_and_claim("k2")
+    _, taken = _payment_and_claim("k1")  # the claim k1's payment holds: its id exists
+    with pytest.raises(IntegrityError):
+        ours.save(payment_, taken)
+    with pytest.raises(AggregateNotFoundError):
+        ours.repository.get(payment_.id)
+    assert ours.recorder.max_notification_id() == 3
 
 
 def test_the_same_transaction_presented_with_other_terms_is_refused_not_replayed(payments):
