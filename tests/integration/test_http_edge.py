@@ -213,3 +213,46 @@ def test_a_chunked_body_with_nan_or_absurd_nesting_is_400(served):
     assert chunked(served, "/verify", [b'{"x402Version": NaN}'])[0] == 400
     status, answer = chunked(served, "/verify", [b"[" * 32_000, b"[" * 32_000])
     assert (status, answer["invalidReason"]) == (400, "invalid_payload")
+
+
+# -- text that is not Unicode, numbers that are not ASCII -----------------------------------------------------------
+
+
+def string_paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    if isinstance(value, dict):
+        return [p for key, child in value.items() for p in string_paths(child, (*prefix, key))]
+    return [prefix] if isinstance(value, str) else []
+
+
+def with_value(body: dict, path: tuple, value: object) -> dict:
+    body = json.loads(json.dumps(body))
+    parent = body
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return body
+
+
+@pytest.mark.parametrize("value", ["\ud800", "x\udfffy", "²", "٣", "１"])
+def test_lone_surrogates_and_non_ascii_digits_in_any_string_are_400_never_500(edge, value):
+    """JSON's "\\ud800" is a lone surrogate (no UTF-8 form: it can be neither stored nor answered), refused as
+    invalid_payload before anything is recorded; "²".isdigit() is true but int("²") fails: an amount of it is
+    refused as a malformed amount, and in any other string it is text like any other (a rule may refuse the payment)."""
+    base = edge.body()
+    base["paymentRequirements"]["extra"]["memo"] = "order-1"
+    base["paymentPayload"]["resource"] = {"url": "https://api.example.com/x", "description": "d", "mimeType": "t"}
+    surrogate = not value.isdigit()
+    for path in string_paths(base):
+        for endpoint in ("/verify", "/settle"):
+            result = raw_post(edge, endpoint, json.dumps(with_value(base, path, value)).encode())
+            assert result.status_code == 400, (path, endpoint, result.status_code, result.text)
+            answer = result.json
+            assert answer.get("isValid", answer.get("success")) is False, (path, answer)
+            reason = answer.get("invalidReason", answer.get("errorReason"))
+            if surrogate:
+                assert reason == "invalid_payload", (path, answer)
+            elif path[-1] == "amount":  # the field's own refusal, as for any other malformed amount
+                message = answer.get("invalidMessage", answer.get("errorMessage"))
+                assert reason in ("invalid_payload", "invalid_payment_requirements") and "amount" in message
+    if surrogate:
+        assert edge.container.payments.recorder.max_notification_id() in (None, 0)

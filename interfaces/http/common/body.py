@@ -73,7 +73,20 @@ def parse_json(raw: bytes) -> Any:
     # their count, and only a body with more is walked.
     if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and depth(value) > MAX_JSON_DEPTH:
         raise _too_deep()
+    # A lone surrogate ("\ud800", or its bytes let through by surrogatepass) is no Unicode text: it has no UTF-8
+    # form, so nothing holding it could be stored or answered. Only a body with such an escape or byte is checked.
+    if (b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw) and not _is_text(value):
+        raise WireError(Code.INVALID_PAYLOAD, message="the body is not valid JSON: a string holds a lone surrogate, "
+                                                      "which is not Unicode text")
     return value
+
+
+def _is_text(value: Any) -> bool:
+    try:
+        _TEXT_CHECK.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _constant(name: str) -> Any:
@@ -88,6 +101,7 @@ def _finite(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
+_TEXT_CHECK = json.JSONEncoder(ensure_ascii=False)
 
 
 def depth(value: Any) -> int:

@@ -8,6 +8,7 @@ the schema (tests/unit/interfaces/test_fast_request.py holds both to the same ta
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, post_load, validate, validates
@@ -30,6 +31,14 @@ class Version(fields.Integer):
         super().__init__(strict=True, validate=validate.Equal(X402_VERSION, error=WRONG_VERSION), **kwargs)
 
 
+def _utf8_length(text: str) -> int:
+    """The UTF-8 length of `text`; past any limit for a lone surrogate (JSON's "\\ud800"), which has none."""
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:
+        return sys.maxsize
+
+
 class Atomic(fields.Field[int]):
     """An amount of atomic units: a string of digits, at least 1, at most u64; loaded as an int."""
 
@@ -37,7 +46,8 @@ class Atomic(fields.Field[int]):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         text = self._text.deserialize(value, attr, data, **kwargs)
-        if not text.isdigit() or len(text) > 20 or not 0 < int(text) <= U64_MAX:
+        # isascii: str.isdigit() is also true of "²" or "٣", which int() refuses or reads as another number
+        if not text.isascii() or not text.isdigit() or len(text) > 20 or not 0 < int(text) <= U64_MAX:
             raise ValidationError("must be a string of atomic units between 1 and 2^64-1")
         return int(text)
 
@@ -63,7 +73,7 @@ class PaymentRequirementsSchema(Schema):
     @validates("extra")
     def _memo(self, value: dict[str, Any], **_: Any) -> None:
         memo = value.get("memo")
-        if memo is not None and (not isinstance(memo, str) or len(memo.encode()) > MAX_MEMO_BYTES):
+        if memo is not None and (not isinstance(memo, str) or _utf8_length(memo) > MAX_MEMO_BYTES):
             raise ValidationError({"memo": [f"extra.memo must be a UTF-8 string of at most {MAX_MEMO_BYTES} bytes"]})
 
     @post_load
