@@ -28,8 +28,8 @@ from projections.runner import catch_up
 from projections.sql import SqlView, values
 
 SERVED_PROVIDER = ("name", "description", "url")  # provider.contact is accepted, stored, never served
-# The counts of pairs of tags are kept (and were filled once for an older catalog): the marker row says so.
-PAIRS_KEPT = "kept:pairs"
+# The counts and the order of pairs of tags are kept (filled once for an older catalog): the marker row says so.
+PAIRS_KEPT = "kept:pair order"
 UPSERT_COUNT = ("INSERT INTO catalog_counts VALUES (?, ?) ON CONFLICT (filter) DO UPDATE "
                 "SET n = catalog_counts.n + excluded.n")
 
@@ -62,6 +62,13 @@ class CatalogView(SqlView):
         "CREATE INDEX IF NOT EXISTS catalog_tag_order_type_page ON catalog_tag_order (tag, type, last_updated DESC, "
         "listing_id)",
         "CREATE TABLE IF NOT EXISTS catalog_counts (filter TEXT PRIMARY KEY, n BIGINT NOT NULL)",
+        # Two tags' pages, like one tag's: each pair of a listing's tags (`a,b` in code-point order), in order.
+        "CREATE TABLE IF NOT EXISTS catalog_pair_order (pair TEXT NOT NULL, listing_id TEXT NOT NULL, "
+        "type TEXT NOT NULL, last_updated TEXT NOT NULL, PRIMARY KEY (pair, listing_id))",
+        "CREATE INDEX IF NOT EXISTS catalog_pair_order_page ON catalog_pair_order (pair, last_updated DESC, "
+        "listing_id)",
+        "CREATE INDEX IF NOT EXISTS catalog_pair_order_type_page ON catalog_pair_order (pair, type, "
+        "last_updated DESC, listing_id)",
     )
     # A catalog built before the order and count tables existed gets them filled once, from its rows, when its
     # view is created with an empty count table (a table the projection has written to is never empty again).
@@ -88,22 +95,27 @@ class CatalogView(SqlView):
                 if not kept:  # a catalog from before the order and count tables
                     for statement in self.backfill:
                         c.execute(self.sql(statement))
+                c.execute(self.sql("DELETE FROM catalog_counts WHERE filter = 'kept:pairs' OR filter LIKE ? "
+                                   "OR filter LIKE ?"), ("tags:%", "type:% tags:%"))  # counted for a while alone
+                c.execute(self.sql("DELETE FROM catalog_pair_order"))
                 self._backfill_pairs(c)
         except (IntegrityError, OperationalError):
             pass  # another process filled them at the same moment (or holds the lock: the next start fills them)
 
     def _backfill_pairs(self, c: Any) -> None:
-        """The kept counts of each pair of tags, from the tag order's rows (a catalog from before they were kept).
-        Counted here rather than in SQL so that a pair's key orders its tags as `_count` does, whatever the
-        database's collation."""
-        c.execute(self.sql("SELECT listing_id, type, tag FROM catalog_tag_order ORDER BY listing_id"))
-        listings: dict[str, tuple[str, list[str]]] = {}
-        for listing, kind, tag in (values(r) for r in c.fetchall()):
-            listings.setdefault(listing, (kind, []))[1].append(tag)
+        """The kept counts and order of each pair of tags, from the tag order's rows (a catalog from before they
+        were kept). Done here rather than in SQL so that a pair orders its tags as `_write_tags` does, whatever
+        the database's collation."""
+        c.execute(self.sql("SELECT listing_id, type, last_updated, tag FROM catalog_tag_order ORDER BY listing_id"))
+        listings: dict[str, tuple[str, str, list[str]]] = {}
+        for listing, kind, moment, tag in (values(r) for r in c.fetchall()):
+            listings.setdefault(listing, (kind, moment, []))[2].append(tag)
         counts: dict[str, int] = {}
-        for kind, tags in listings.values():
+        for listing, (kind, moment, tags) in listings.items():
             for key in _pair_keys(kind, tags):
                 counts[key] = counts.get(key, 0) + 1
+            for pair in _pairs(tags):
+                c.execute(self.sql("INSERT INTO catalog_pair_order VALUES (?, ?, ?, ?)"), (pair, listing, kind, moment))
         for key, n in counts.items():
             c.execute(self.sql(UPSERT_COUNT), (key, n))
 
@@ -126,6 +138,9 @@ class CatalogView(SqlView):
             if not tags:
                 total = count(type_key)
                 source, params = "catalog_listings x WHERE 1 = 1", []
+            elif len(tags) == 2:  # the pair's own order
+                first, others = _pairs(tags)[0], []
+                source, params = "catalog_pair_order x WHERE x.pair = ?", [first]
             else:
                 ranked = sorted(tags, key=lambda tag: (count(f"{type_key} tag:{tag}".lstrip()), tag))
                 first, others = ranked[0], ranked[1:]
@@ -137,7 +152,7 @@ class CatalogView(SqlView):
                 source += " AND EXISTS (SELECT 1 FROM catalog_tags o WHERE o.listing_id = x.listing_id AND o.tag = ?)"
                 params.append(tag)
             if tags and len(tags) <= 2:
-                total = count(_pair_keys(kind, tags)[0] if others else f"{type_key} tag:{first}".lstrip())
+                total = count(_pair_keys(kind, tags)[0] if len(tags) == 2 else f"{type_key} tag:{first}".lstrip())
             elif tags:
                 c.execute(self.sql(f"SELECT COUNT(*) FROM {source}"), tuple(params))
                 total = int(values(c.fetchone())[0])
@@ -241,6 +256,8 @@ def _write_tags(c: Any, key: str, kind: str, moment: str, tags: tuple[str, ...])
     for tag in tags:
         c.execute("INSERT INTO catalog_tags VALUES (?, ?)", (key, tag))
         c.execute("INSERT INTO catalog_tag_order VALUES (?, ?, ?, ?)", (tag, key, kind, moment))
+    for pair in _pairs(tags):
+        c.execute("INSERT INTO catalog_pair_order VALUES (?, ?, ?, ?)", (pair, key, kind, moment))
     _count(c, kind, tags, +1)
 
 
@@ -252,6 +269,8 @@ def _delete_tags(c: Any, key: str) -> None:
     c.execute("DELETE FROM catalog_tags WHERE listing_id = ?", (key,))
     for tag in tags:
         c.execute("DELETE FROM catalog_tag_order WHERE tag = ? AND listing_id = ?", (tag, key))
+    for pair in _pairs(tags):
+        c.execute("DELETE FROM catalog_pair_order WHERE pair = ? AND listing_id = ?", (pair, key))
     _count(c, kind, tags, -1)
 
 
@@ -261,11 +280,16 @@ def _count(c: Any, kind: str, tags: tuple[str, ...], delta: int) -> None:
         c.execute(UPSERT_COUNT, (key, delta))
 
 
-def _pair_keys(kind: str | None, tags: tuple[str, ...] | list[str]) -> list[str]:
-    """The count keys of every pair of a listing's tags (`tags:a,b`, the tags in code-point order; a tag has no
-    comma), each also with the listing's type: a query for two tags reads its total from one of them."""
+def _pairs(tags: tuple[str, ...] | list[str]) -> list[str]:
+    """Every pair of the tags, `a,b` with the tags in code-point order (a tag has no comma)."""
     ordered = sorted(set(tags))
-    pairs = [f"tags:{a},{b}" for i, a in enumerate(ordered) for b in ordered[i + 1:]]
+    return [f"{a},{b}" for i, a in enumerate(ordered) for b in ordered[i + 1:]]
+
+
+def _pair_keys(kind: str | None, tags: tuple[str, ...] | list[str]) -> list[str]:
+    """The count keys of every pair of a listing's tags (`tags:a,b`), each also with the listing's type: a query
+    for two tags reads its total from one of them."""
+    pairs = [f"tags:{p}" for p in _pairs(tags)]
     return [*(f"type:{kind} {p}" for p in pairs), *pairs] if kind else pairs
 
 

@@ -156,13 +156,18 @@ def test_every_filter_answers_the_same_pages_and_totals_as_counting_the_rows(cat
         check(migrated)
         migrated.datastore.close()
         check(build_view(catalog_config, "catalog", SqliteCatalogView))  # and only once
-        # A catalog whose counts were kept before the pairs of tags were: the pairs are filled once.
-        again = build_view(catalog_config, "catalog", SqliteCatalogView)
-        with again.datastore.transaction(commit=True) as c:
-            c.execute(again.sql("DELETE FROM catalog_counts WHERE filter LIKE ? OR filter LIKE ?"),
-                      ("tags:%", "% tags:%"))
-            c.execute(again.sql("DELETE FROM catalog_counts WHERE filter = ?"), ("kept:pairs",))
-        again.datastore.close()
-        check(build_view(catalog_config, "catalog", SqliteCatalogView))
+        # A catalog kept before the pairs of tags were (no pair counts, no pair order), and one that kept their
+        # counts only (the marker `kept:pairs`): the pairs are filled once, counted once.
+        for counts_kept in (False, True):
+            again = build_view(catalog_config, "catalog", SqliteCatalogView)
+            with again.datastore.transaction(commit=True) as c:
+                if not counts_kept:
+                    c.execute(again.sql("DELETE FROM catalog_counts WHERE filter LIKE ? OR filter LIKE ?"),
+                              ("tags:%", "% tags:%"))
+                c.execute(again.sql("DELETE FROM catalog_pair_order"))
+                c.execute(again.sql("UPDATE catalog_counts SET filter = ? WHERE filter = ?"),
+                          ("kept:pairs", "kept:pair order"))
+            again.datastore.close()
+            check(build_view(catalog_config, "catalog", SqliteCatalogView))
     finally:
         listings.close()
