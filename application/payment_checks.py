@@ -13,7 +13,7 @@ from domain.claims import Claim
 from domain.clients import Client
 from domain.codes import Code
 from domain.errors import PaymentRuleError
-from domain.exact import decode_transaction, message_hash, payment_fingerprint
+from domain.exact import decode_wire, message_hash, payment_fingerprint, signed_message
 from domain.idempotency import idempotency_key
 from domain.networks import SCHEME_EXACT, network
 from domain.x402 import PaymentPayload, Requirements
@@ -31,6 +31,8 @@ class PaymentRequest:
     requirements: Requirements
     chain: Chain
     transaction: VersionedTransaction
+    wire: bytes  # the transaction's bytes as the client sent them (canonical)
+    message: bytes  # its message bytes, what its signers sign (a slice of `wire`)
     fingerprint: str
     message_hash: str
     key: str
@@ -60,8 +62,9 @@ def check_request(client: Client, payload: PaymentPayload, requirements: Require
     fee_payer = requirements.extra.get("feePayer")
     if fee_payer is not None and fee_payer not in fee_payers.addresses(requirements.network):
         raise PaymentRuleError(Code.INVALID_FEE_PAYER, f"feePayer {fee_payer} is not a signer of this service")
-    tx = decode_transaction(payload.transaction)
-    digest = message_hash(tx)
+    tx, wire = decode_wire(payload.transaction)
+    message = signed_message(wire)
+    digest = message_hash(tx, message)
     key = idempotency_key(client.id, requirements.amount, digest)
-    return PaymentRequest(client, payload, requirements, chain, tx, payment_fingerprint(tx), digest, key,
-                          request_key)
+    return PaymentRequest(client, payload, requirements, chain, tx, wire, message, payment_fingerprint(tx), digest,
+                          key, request_key)

@@ -56,8 +56,7 @@ from domain.exact import (
     ExactPayment,
     inspect_exact,
     lookup_tables,
-    message_bytes,
-    with_fee_payer_signature,
+    with_fee_payer_signature_wire,
 )
 from domain.idempotency import payment_id
 from domain.payment import Payment, PaymentState
@@ -283,10 +282,10 @@ class Payments(Application[UUID]):
         exact = inspect_exact(
             tx, asset=r.asset, pay_to=r.pay_to, amount=r.amount,
             fee_payers=self._fee_payers.addresses(r.network), limits=self._settings.limits, loaded=loaded,
-            memo=r.memo,
+            memo=r.memo, message=request.message,
         )
-        fee_payer_signature = self._fee_payers.sign(exact.fee_payer, message_bytes(tx))
-        signed = with_fee_payer_signature(tx, fee_payer_signature)
+        fee_payer_signature = self._fee_payers.sign(exact.fee_payer, request.message)
+        signed = with_fee_payer_signature_wire(request.wire, fee_payer_signature)
         # Every signature is known good here: inspect_exact verified the client's, the fee payer's is our own.
         simulation = chain.simulate(signed, signatures_verified=True)
         # Only a failed simulation pays for the second look-up that names a missing destination clearly.

@@ -20,6 +20,7 @@ from domain.solana_tx import (
     ResolvedInstruction,
     associated_token_address,
     decode_transaction,
+    decode_wire,
     ensure_well_formed,
     lookup_tables,
     message_bytes,
@@ -27,7 +28,9 @@ from domain.solana_tx import (
     parse_address,
     payment_fingerprint,
     resolve_instructions,
+    signed_message,
     with_fee_payer_signature,
+    with_fee_payer_signature_wire,
 )
 
 __all__ = [
@@ -35,12 +38,15 @@ __all__ = [
     "ExactPayment",
     "associated_token_address",
     "decode_transaction",
+    "decode_wire",
     "inspect_exact",
     "lookup_tables",
     "message_bytes",
     "message_hash",
     "payment_fingerprint",
+    "signed_message",
     "with_fee_payer_signature",
+    "with_fee_payer_signature_wire",
 ]
 
 MIN_INSTRUCTIONS, MAX_INSTRUCTIONS = 3, 7
@@ -97,9 +103,11 @@ def inspect_exact(
     limits: ExactLimits = DEFAULT_LIMITS,
     loaded: Mapping[str, Sequence[str]] = _NO_TABLES,
     memo: str | None = None,
+    message: bytes | None = None,
 ) -> ExactPayment:
     """Check `tx` against the payment requirements; `loaded` maps each lookup table to its addresses, `memo` is
-    the requirements' `extra.memo` when they carry one."""
+    the requirements' `extra.memo` when they carry one, `message` the transaction's message bytes when the caller
+    has them (`signed_message` of its wire bytes; else they are encoded again)."""
     asset = parse_address(asset, Code.INVALID_PAYMENT_REQUIREMENTS, "asset")
     pay_to = parse_address(pay_to, Code.INVALID_PAYMENT_REQUIREMENTS, "payTo")
     ensure_well_formed(tx)
@@ -116,7 +124,7 @@ def inspect_exact(
     _check_fee_payer(fee_payer, fee_payers, transfer, instructions)
     _check_terms(transfer, asset=asset, pay_to=pay_to, amount=amount)
     _check_signers(tx, fee_payer, payer)
-    _check_client_signatures(tx, payer)
+    _check_client_signatures(tx, payer, message)
     return ExactPayment(
         fee_payer=fee_payer,
         payer=payer,
@@ -284,8 +292,9 @@ def _check_signers(tx: VersionedTransaction, fee_payer: str, payer: str) -> None
         )
 
 
-def _check_client_signatures(tx: VersionedTransaction, payer: str) -> None:
-    """Rule 11: the authority signs, and every signer but the fee payer carries a verifying signature."""
+def _check_client_signatures(tx: VersionedTransaction, payer: str, message: bytes | None = None) -> None:
+    """Rule 11: the authority signs, and every signer but the fee payer carries a verifying signature. This is
+    the one check of the client's signatures in a verify: the simulation trusts it (docs/performance.md)."""
     required = tx.message.header.num_required_signatures
     signers = list(tx.message.account_keys)[:required]
     if payer not in {str(key) for key in signers}:
@@ -294,7 +303,7 @@ def _check_client_signatures(tx: VersionedTransaction, payer: str) -> None:
             f"transfer authority {payer} is not a signer of the transaction",
             payer=payer,
         )
-    signed = message_bytes(tx)
+    signed = message_bytes(tx) if message is None else message
     for key, signature in list(zip(signers, tx.signatures, strict=True))[1:]:
         if not signature.verify(key, signed):
             whose = "the payer's" if str(key) == payer else f"signer {key}'s"

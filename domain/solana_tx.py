@@ -8,7 +8,8 @@ from __future__ import annotations
 import binascii
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 from solders.message import MessageV0, to_bytes_versioned
 from solders.pubkey import Pubkey
@@ -27,8 +28,7 @@ SIGNATURE_BYTES = 64
 _ASSOCIATED_TOKEN_PROGRAM = Pubkey.from_string(Programs.ASSOCIATED_TOKEN)
 
 
-@dataclass(frozen=True)
-class ResolvedInstruction:
+class ResolvedInstruction(NamedTuple):
     """An instruction with its program and accounts as base58 addresses (lookup tables resolved)."""
 
     program: str
@@ -38,6 +38,11 @@ class ResolvedInstruction:
 
 def decode_transaction(transaction_b64: str) -> VersionedTransaction:
     """Strictly decode a base64 wire transaction (legacy or v0); else INVALID_TRANSACTION_FORMAT."""
+    return decode_wire(transaction_b64)[0]
+
+
+def decode_wire(transaction_b64: str) -> tuple[VersionedTransaction, bytes]:
+    """`decode_transaction`, with the bytes it came in: canonical, exactly `bytes(tx)`."""
     if not isinstance(transaction_b64, str):
         raise _malformed(f"transaction must be a base64 string, got {type(transaction_b64).__name__}")
     if len(transaction_b64) > MAX_TRANSACTION_BASE64:
@@ -53,10 +58,10 @@ def decode_transaction(transaction_b64: str) -> VersionedTransaction:
     except ValueError as exc:
         raise _malformed(f"transaction bytes are not a Solana transaction ({exc})") from None
     # bincode ignores trailing bytes; re-encoding must give back exactly what the client sent.
-    if bytes(tx) != raw:
-        raise _malformed(f"transaction has {len(raw) - len(bytes(tx))} trailing or non-canonical bytes")
+    if (encoded := bytes(tx)) != raw:
+        raise _malformed(f"transaction has {len(raw) - len(encoded)} trailing or non-canonical bytes")
     ensure_well_formed(tx)
-    return tx
+    return tx, raw
 
 
 def ensure_well_formed(tx: VersionedTransaction) -> None:
@@ -72,6 +77,13 @@ def message_bytes(tx: VersionedTransaction) -> bytes:
     return bytes(to_bytes_versioned(tx.message))
 
 
+def signed_message(wire: bytes) -> bytes:
+    """The message bytes of a canonical wire transaction (`decode_wire`'s), what its signers sign: the bytes
+    after its signatures, equal to `message_bytes` of the decoded transaction without encoding it again."""
+    count, offset = _short_vec(wire)
+    return wire[offset + SIGNATURE_BYTES * count:]
+
+
 def lookup_tables(tx: VersionedTransaction) -> tuple[str, ...]:
     """The address-lookup-table accounts a v0 message references; `()` for a legacy message."""
     if not isinstance(tx.message, MessageV0):
@@ -81,7 +93,7 @@ def lookup_tables(tx: VersionedTransaction) -> tuple[str, ...]:
 
 def resolve_accounts(tx: VersionedTransaction, loaded: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     """Static keys, then writable loaded addresses (tables in order), then readonly ones, as Solana does."""
-    static = tuple(str(key) for key in tx.message.account_keys)
+    static = tuple(map(str, tx.message.account_keys))
     if not isinstance(tx.message, MessageV0):
         return static
     writable: list[str] = []
@@ -101,18 +113,16 @@ def resolve_instructions(
     """The message's instructions with addresses in place of indexes; `tx` must be well formed."""
     accounts = resolve_accounts(tx, loaded)
     return tuple(
-        ResolvedInstruction(
-            program=accounts[ix.program_id_index],
-            accounts=tuple(accounts[index] for index in bytes(ix.accounts)),
-            data=bytes(ix.data),
-        )
+        ResolvedInstruction(accounts[ix.program_id_index], tuple(map(accounts.__getitem__, bytes(ix.accounts))),
+                            bytes(ix.data))
         for ix in tx.message.instructions
     )
 
 
-def message_hash(tx: VersionedTransaction) -> str:
-    """Hex SHA-256 of the signed message: what identifies a transaction before any signature is trusted."""
-    return hashlib.sha256(message_bytes(tx)).hexdigest()
+def message_hash(tx: VersionedTransaction, message: bytes | None = None) -> str:
+    """Hex SHA-256 of the signed message: what identifies a transaction before any signature is trusted.
+    `message`: the transaction's message bytes when the caller has them (`signed_message`)."""
+    return hashlib.sha256(message_bytes(tx) if message is None else message).hexdigest()
 
 
 def payment_fingerprint(tx: VersionedTransaction) -> str:
@@ -133,6 +143,18 @@ def with_fee_payer_signature(tx: VersionedTransaction, signature: bytes) -> byte
     return bytes(VersionedTransaction.populate(tx.message, signatures))
 
 
+def with_fee_payer_signature_wire(wire: bytes, signature: bytes) -> bytes:
+    """`with_fee_payer_signature` of a canonical wire transaction (`decode_wire`'s), without decoding and
+    encoding it again: the same bytes with the 64 bytes of signatures[0] replaced."""
+    if len(signature) != SIGNATURE_BYTES:
+        raise ValueError(f"a signature is {SIGNATURE_BYTES} bytes, got {len(signature)}")
+    count, offset = _short_vec(wire)
+    if count < 1 or len(wire) < offset + SIGNATURE_BYTES * count:
+        raise ValueError("the transaction has no fee payer signature to replace")
+    return wire[:offset] + signature + wire[offset + SIGNATURE_BYTES:]
+
+
+@lru_cache(maxsize=4096)  # pure, and a verify derives the same few (payTo's, the fee payers') each time
 def associated_token_address(owner: str, mint: str, token_program: str) -> str:
     """The associated token account of `owner` for `mint` under `token_program` (Token or Token-2022)."""
     seeds = [bytes(Pubkey.from_string(key)) for key in (owner, token_program, mint)]
@@ -155,6 +177,16 @@ def _loaded_address(table: str, addresses: Sequence[str], index: int) -> str:
             f"address lookup table {table} holds {len(addresses)} addresses; the message uses index {index}",
         )
     return parse_address(addresses[index], Code.INVALID_PAYLOAD, f"lookup table {table} entry {index}")
+
+
+def _short_vec(data: bytes) -> tuple[int, int]:
+    """The compact-u16 length prefix (Solana's short_vec) at the start of `data`: its value, its size in bytes."""
+    value = 0
+    for index in range(min(3, len(data))):
+        value |= (data[index] & 0x7F) << (7 * index)
+        if data[index] < 0x80:
+            return value, index + 1
+    raise ValueError("no short_vec length at the start of the transaction")
 
 
 def _malformed(message: str) -> PaymentRuleError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
@@ -28,7 +29,7 @@ class Requirements:
         memo = self.extra.get("memo")
         return memo if isinstance(memo, str) and memo else None
 
-    @property
+    @cached_property  # the fields are frozen; `extra` (for its memo) is never changed after validation
     def digest(self) -> str:
         """What a payment is bound to: a retry presenting other terms is not the same payment."""
         terms = [self.scheme, self.network, str(self.amount), self.asset, self.pay_to]

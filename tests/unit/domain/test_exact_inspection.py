@@ -14,6 +14,7 @@ from solders.keypair import Keypair
 from solders.message import MessageV0
 from solders.pubkey import Pubkey
 from solders.signature import Signature
+from solders.token.associated import get_associated_token_address
 from solders.transaction import VersionedTransaction
 
 from domain.codes import Code
@@ -23,11 +24,15 @@ from domain.exact import (
     ExactPayment,
     associated_token_address,
     decode_transaction,
+    decode_wire,
     inspect_exact,
     lookup_tables,
     message_bytes,
+    message_hash,
     payment_fingerprint,
+    signed_message,
     with_fee_payer_signature,
+    with_fee_payer_signature_wire,
 )
 from domain.networks import DEVNET, MAINNET, Programs
 from domain.solana_tx import MAX_TRANSACTION_BASE64
@@ -500,6 +505,46 @@ def test_with_fee_payer_signature_completes_a_transaction_that_verifies():
 def test_with_fee_payer_signature_refuses_a_signature_of_the_wrong_size():
     with pytest.raises(ValueError):
         with_fee_payer_signature(payment(), b"\x01" * 63)
+
+
+@pytest.mark.parametrize("version", ["v0", "legacy"])
+def test_the_wire_bytes_give_the_message_and_the_co_signed_transaction_without_encoding_again(version):
+    """What a verify uses instead of encoding the transaction again: the message is the wire's tail after the
+    signatures, and co-signing replaces the fee payer's 64 bytes in place, exactly as decoding and encoding would."""
+    tx, wire = decode_wire(to_base64(payment(version=version)))
+    signature = bytes(FEE_PAYER.sign_message(message_bytes(tx)))
+
+    assert wire == bytes(tx) and decode_transaction(to_base64(tx)) == tx
+    assert signed_message(wire) == message_bytes(tx)
+    assert message_hash(tx, signed_message(wire)) == message_hash(tx)
+    assert with_fee_payer_signature_wire(wire, signature) == with_fee_payer_signature(tx, signature)
+    with pytest.raises(ValueError):
+        with_fee_payer_signature_wire(wire, signature[:63])
+    with pytest.raises(ValueError):
+        with_fee_payer_signature_wire(b"\x00" + wire[65:], signature)  # no signature slot
+    three = signed(instructions(), signers=(CLIENT, SECOND_SIGNER))  # a third required signer (rule 11a's case)
+    assert signed_message(bytes(three)) == message_bytes(three)
+
+
+def test_inspection_checks_the_client_signature_over_the_message_it_is_given():
+    tx = payment()
+    other = payment(memo=b"order-2")
+
+    assert inspect(tx, message=message_bytes(tx)).payer == PAYER
+    with pytest.raises(PaymentRuleError) as rejected:
+        inspect(tx, message=message_bytes(other))
+    assert rejected.value.code == Code.INVALID_PAYLOAD and "payer's signature does not verify" in str(rejected.value)
+
+
+def test_the_associated_token_address_is_derived_once_per_owner_mint_and_program():
+    owner, program = Keypair().pubkey(), str(TOKEN)
+    first = associated_token_address(str(owner), ASSET, program)
+    hits = associated_token_address.cache_info().hits
+
+    assert associated_token_address(str(owner), ASSET, program) == first
+    assert associated_token_address.cache_info().hits == hits + 1
+    assert first == str(get_associated_token_address(owner, MINT, TOKEN))
+    assert associated_token_address.cache_info().maxsize == 4096  # bounded
 
 
 def test_associated_token_address_matches_the_x402_sdk():
