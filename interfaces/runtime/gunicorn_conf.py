@@ -4,6 +4,7 @@ import os
 import sys
 
 from interfaces.config import default_data_dir
+from interfaces.runtime.access_log import LOGGER_CLASS
 from interfaces.runtime.observability import (
     MULTIPROC_ENV,
     logging_config,
@@ -31,6 +32,7 @@ loglevel = os.environ.get("PAYWARDEN_LOG_LEVEL", "").strip().lower() or "info"  
 control_socket_disable = True
 # One JSON object per line on stderr, gunicorn's own messages included (interfaces/runtime/observability.py).
 logconfig_dict = logging_config(loglevel)
+logger_class = LOGGER_CLASS  # gunicorn's access line only when gunicorn.access would write it (access_log.py)
 # Prometheus multiprocess mode: each worker writes its metrics in this directory, and /metrics sums them.
 os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), api_bind)))
 
