@@ -163,16 +163,12 @@ def _fast_requirements(data: Any) -> Requirements | None:
     timeout = data.get("maxTimeoutSeconds", DEFAULT_MAX_TIMEOUT_SECONDS)
     if type(timeout) is not int or not 1 <= timeout <= 86_400:
         return None
-    extra = data.get("extra", _MISSING)
-    if extra is _MISSING:
-        extra = {}
-    elif type(extra) is not dict:
+    extra = _object(data, "extra")
+    if extra is None:
         return None
-    else:
-        memo = extra.get("memo")
-        if memo is not None and (type(memo) is not str or not memo.isascii() or len(memo) > MAX_MEMO_BYTES):
-            return None
-        extra = dict(extra)
+    memo = extra.get("memo")
+    if memo is not None and (type(memo) is not str or not memo.isascii() or len(memo) > MAX_MEMO_BYTES):
+        return None
     return Requirements(scheme=scheme, network=network, amount=atomic, asset=asset, pay_to=pay_to,
                         max_timeout_seconds=timeout, extra=extra)
 
@@ -196,14 +192,18 @@ def _fast_payload(data: Any) -> PaymentPayload | None:
         resource = None
     elif (resource := _fast_resource(resource)) is None:
         return None
-    extensions = data.get("extensions", _MISSING)
-    if extensions is _MISSING:
-        extensions = {}
-    elif type(extensions) is not dict:
+    extensions = _object(data, "extensions")
+    if extensions is None:
         return None
-    else:
-        extensions = dict(extensions)
     return PaymentPayload(transaction=transaction, accepted=accepted, resource=resource, extensions=extensions)
+
+
+def _object(data: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """A copy of the optional object `key` ({} when absent); None when it is not an object."""
+    value = data.get(key, _MISSING)
+    if value is _MISSING:
+        return {}
+    return dict(value) if type(value) is dict else None
 
 
 def _fast_resource(data: Any) -> dict[str, Any] | None:
