@@ -157,7 +157,8 @@ class _Rpc:
             blockhash, last_valid = self._sandbox.latest_blockhash()
             tx = _with_blockhash(tx, Hash.from_string(blockhash))
             replacement = {"blockhash": blockhash, "lastValidBlockHeight": last_valid}
-        outcome = self._sandbox.simulate(tx, sig_verify=sig_verify)
+        # The post-simulation accounts are converted only when the request asks for some (`accounts`).
+        outcome = self._sandbox.simulate(tx, sig_verify=sig_verify, accounts=bool(config.get("accounts")))
         if outcome.err == "SignatureFailure":  # the RPC verifies before simulating, and says so as an error
             raise RpcError(-32003, SIGNATURE_FAILURE)
         value = _simulation_json(self._sandbox, outcome, config.get("accounts"))

@@ -341,3 +341,32 @@ def test_rpc_chain_simulates_over_one_kept_alive_connection_and_reconnects_when_
     refused = chain.simulate(bytes(pay(net, wallets, 10**12)))  # more than the payer holds
     assert not refused.ok and refused.error_code == "InstructionError"
     assert len(pool) == 1 and pool[0] is not conn
+
+
+def test_rpc_chain_with_signatures_verified_asks_the_node_not_to_check_them_and_nothing_else(net, wallets):
+    """`signatures_verified` travels as `sigVerify: false`: a forged signature passes (only a caller that checked
+    them may say so: the exact inspection does), everything else is refused as before, over the real JSON-RPC."""
+    chain = RpcChain(net.url)
+    good = pay(net, wallets, USDC)
+    forged = VersionedTransaction.populate(good.message, [good.signatures[0], Keypair().sign_message(b"x")])
+    assert chain.simulate(bytes(forged)).error_code == "SignatureFailure"
+    assert chain.simulate(bytes(forged), signatures_verified=True).ok
+    assert chain.simulate(bytes(good), signatures_verified=True) == chain.simulate(bytes(good))
+    unfunded = pay(net, wallets, 6 * USDC)
+    assert chain.simulate(bytes(unfunded), signatures_verified=True).error_code == "InstructionError"
+    stale = pay(net, wallets, 1, blockhash=str(Hash.new_unique()))
+    assert chain.simulate(bytes(stale), signatures_verified=True).error_code == "BlockhashNotFound"
+
+
+def test_a_simulation_asking_for_accounts_still_gets_their_post_simulation_state(net, wallets):
+    """The localnet converts post-simulation accounts only when asked: asked, they are the simulated state."""
+    tx = pay(net, wallets, USDC)
+    merchant_ata = str(ata(wallets.merchant.pubkey()))
+    before = net.sandbox.token_balance(str(wallets.merchant.pubkey()))
+    answer = rpc(net, {"jsonrpc": "2.0", "id": 1, "method": "simulateTransaction", "params": [
+        base64.b64encode(bytes(tx)).decode(), {"encoding": "base64", "sigVerify": True,
+                                               "accounts": {"encoding": "jsonParsed", "addresses": [merchant_ata]}}]})
+    value = answer["result"]["value"]
+    assert value["err"] is None
+    amount = value["accounts"][0]["data"]["parsed"]["info"]["tokenAmount"]["amount"]
+    assert int(amount) == before + USDC and net.sandbox.token_balance(str(wallets.merchant.pubkey())) == before
