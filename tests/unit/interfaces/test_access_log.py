@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 import logging.config
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 from gunicorn.config import Config
 from gunicorn.glogging import Logger
 
-from interfaces.runtime import gunicorn_conf
 from interfaces.runtime.access_log import AccessLogWhenEnabled
 from interfaces.runtime.observability import logging_config
 
@@ -52,7 +54,12 @@ def request() -> tuple:
 
 
 def test_the_gunicorn_configuration_uses_it():
-    assert gunicorn_conf.logger_class == "interfaces.runtime.access_log.AccessLogWhenEnabled"
+    """Read in a process of its own: importing the configuration sets PROMETHEUS_MULTIPROC_DIR, which would turn
+    this test process's metrics into another directory's."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    code = "from interfaces.runtime import gunicorn_conf; print(gunicorn_conf.logger_class)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "interfaces.runtime.access_log.AccessLogWhenEnabled"
 
 
 def test_under_the_service_logging_no_access_line_is_built(service_logging, monkeypatch):
