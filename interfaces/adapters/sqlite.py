@@ -160,25 +160,15 @@ class LeanDatastore(sqlite.SQLiteDatastore):
             with self.transaction(commit=False) as cursor:
                 cursor.execute(statement, params)
                 return list(cursor.fetchall())
-        if self._closed:
-            raise ConnectionPoolClosedError("the datastore is closed")
-        try:
-            conn = self._idle.pop()
-        except IndexError:
-            conn = self._connect()
-        try:
-            rows = conn._sqlite_conn.execute(statement, params)
+        with self.get_connection(commit=False) as conn:
             try:
-                return rows.fetchall()
-            finally:
-                rows.close()
-        except sqlite3.Error as error:
-            raise _persistence_error(error) from error
-        finally:
-            if self._closed or len(self._idle) >= self.pool.pool_size:
-                conn.close()
-            else:
-                self._idle.append(conn)
+                rows = conn._sqlite_conn.execute(statement, params)
+                try:
+                    return rows.fetchall()
+                finally:
+                    rows.close()
+            except sqlite3.Error as error:
+                raise _persistence_error(error) from error
 
     def _connect(self) -> sqlite.SQLiteConnection:
         """A connection as the library's pool makes one (`SQLiteConnectionPool._create_connection`: autocommit, WAL,
