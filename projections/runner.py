@@ -117,11 +117,7 @@ def _tracking(projection: AnyProjection) -> Any:
 
 
 def _decoding(app: Application, notifications: Sequence[Notification]) -> Share:
-    return [(n.id, _decoder(app, n)) for n in notifications]
-
-
-def _decoder(app: Application, notification: Notification) -> Callable[[], Any]:
-    return lambda: app.mapper.to_domain_event(notification)
+    return [(n.id, _Once(app, n)) for n in notifications]
 
 
 def follow(app: Application, projection: AnyProjection, stop: threading.Event, *,
