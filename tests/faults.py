@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -103,38 +104,57 @@ class TcpProxy:
 
 
 class PrivateRedis:
-    """A `redis-server` of the test's own, on a free port, without persistence."""
+    """A `redis-server` of the test's own, without persistence: on a free port, or (`unix=True`) on a Unix socket
+    only (`unix:///…?db=0`, a URL the configuration accepts as redis-py reads it)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, unix: bool = False) -> None:
         self.port, self._dir = free_port(), directory
+        # sun_path holds 108 bytes: the socket lives in a short directory of its own, not under pytest's tmp_path
+        self.socket = Path(tempfile.mkdtemp(prefix="pw-redis-")) / "redis.sock" if unix else None
         self._process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"unix://{self.socket}?db=0" if self.socket else f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed")
+        listen = ["--port", "0", "--unixsocket", str(self.socket)] if self.socket else [
+            "--port", str(self.port), "--bind", "127.0.0.1"]
         self._process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self._dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(self._answers, what=f"redis-server on port {self.port}")
+            [binary, *listen, "--save", "", "--appendonly", "no", "--dir", str(self._dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._answers, what=f"redis-server at {self.url}")
 
     def stop(self) -> None:
         if self._process is not None:
             self._process.kill()
             self._process.wait(10)
             self._process = None
+        if self.socket is not None:
+            shutil.rmtree(self.socket.parent, ignore_errors=True)
 
     def _answers(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+            with self._connect() as s:
                 s.sendall(b"PING\r\n")
                 return s.recv(16).startswith(b"+PONG")
         except OSError:
             return False
+
+    def _connect(self) -> socket.socket:
+        if self.socket is None:
+            return socket.create_connection(("127.0.0.1", self.port), timeout=0.5)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(0.5)
+        try:
+            s.connect(str(self.socket))
+        except OSError:
+            s.close()
+            raise
+        return s
 
     def __enter__(self) -> PrivateRedis:
         self.start()

@@ -3,24 +3,31 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import pytest
 from prometheus_client import REGISTRY
 
 from domain.networks import KeyEnv
 from tests.conftest import Gateway, make_gateway
+from tests.faults import PrivateRedis
 
 LIMIT = 5  # small budgets keep the tests fast; the 100/minute default is tested in test_facilitator_http.py
 UNKNOWN = "Bearer pw_test_" + "Z" * 40
 
 
-@pytest.fixture(params=["embedded", "postgres+redis"])
+@pytest.fixture(params=["embedded", "postgres+redis", "postgres+redis over a unix socket"])
 def limited(request, tmp_path, sandbox) -> Gateway:
-    stores = {} if request.param == "embedded" else {
-        "database_url": request.getfixturevalue("postgres_url"), "redis_url": request.getfixturevalue("redis_url")}
-    gateway = make_gateway(tmp_path, sandbox, rate_limit_per_key=f"{LIMIT}/minute",
-                           rate_limit_per_ip=f"{LIMIT}/minute", trusted_proxies=("10.0.0.0/8",), **stores)
-    yield gateway
-    gateway.container.close()
+    with ExitStack() as stack:
+        stores = {}
+        if request.param != "embedded":
+            redis_url = (stack.enter_context(PrivateRedis(tmp_path, unix=True)).url if "unix" in request.param
+                         else request.getfixturevalue("redis_url"))
+            stores = {"database_url": request.getfixturevalue("postgres_url"), "redis_url": redis_url}
+        gateway = make_gateway(tmp_path, sandbox, rate_limit_per_key=f"{LIMIT}/minute",
+                               rate_limit_per_ip=f"{LIMIT}/minute", trusted_proxies=("10.0.0.0/8",), **stores)
+        stack.callback(gateway.container.close)
+        yield gateway
 
 
 def key(gateway: Gateway, merchant: str = "acme") -> dict[str, str]:
@@ -127,3 +134,26 @@ def test_the_one_round_trip_admission_counts_exactly_as_the_limits_library_reads
     assert limiter._limiter.get_window_stats(limiter.per_key, "key", "k3").remaining == 20  # nothing taken
     limiter.admit_key("198.51.100.2", "k3", 3)  # the merchant's override, from another address
     assert limiter._limiter.get_window_stats(limiter.per_key.__class__(3), "key", "k3").remaining == 2
+
+
+@pytest.mark.redis
+def test_a_unix_socket_redis_url_serves_verify_and_the_consoles_login_throttle(tmp_path, sandbox, postgres_url):
+    """`unix:///path?db=N` is a Redis URL the configuration accepts; the `limits` library names it `redis+unix`,
+    and before it was translated every worker exited at start-up ("unknown storage scheme")."""
+    from interfaces.http.console.security import LoginThrottle, Throttled
+
+    with PrivateRedis(tmp_path, unix=True) as server:
+        gateway = make_gateway(tmp_path, sandbox, database_url=postgres_url, redis_url=server.url)
+        try:
+            body = gateway.body()
+            first = gateway.post("/verify", body)
+            assert first.status_code == 200 and first.json["isValid"] is True
+            assert gateway.post("/verify", body).json == first.json  # the replay, through the same Redis
+        finally:
+            gateway.container.close()
+        throttle = LoginThrottle(server.url)
+        for _ in range(5):
+            throttle.check("owner@acme.test", "198.51.100.7")
+            throttle.failed("owner@acme.test", "198.51.100.7")
+        with pytest.raises(Throttled):
+            throttle.check("owner@acme.test", "198.51.100.7")

@@ -134,6 +134,16 @@ def per_minute_item(per_minute: int) -> RateLimitItem:
     return parse(f"{per_minute}/minute")
 
 
+def limits_storage(url: str) -> Any:
+    """The `limits` storage for `PAYWARDEN_REDIS_URL` (or `memory://`). The configuration takes Redis URLs as
+    redis-py reads them, `unix:///path?db=N` included, which `limits` names `redis+unix://`. On Redis, fail fast
+    (1 s) when it is unreachable: the request then fails (500), it does not hang."""
+    if url.startswith("unix://"):
+        url = "redis+" + url
+    options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0} if url.startswith("redis") else {}
+    return storage.storage_from_string(url, **options)
+
+
 class RateLimiter:
     def __init__(self, storage_uri: str, per_key: str, per_ip: str) -> None:
         self.per_key, self.per_ip = parse(per_key), parse(per_ip)
@@ -144,9 +154,7 @@ class RateLimiter:
         if storage_uri.startswith("memory"):
             self._limiter = MemoryWindows()
             return
-        # On Redis, fail fast (1 s) when it is unreachable: the request then fails (500), it does not hang.
-        options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0} if storage_uri.startswith("redis") else {}
-        self._storage = storage.storage_from_string(storage_uri, **options)
+        self._storage = limits_storage(storage_uri)
         self._limiter = strategies.MovingWindowRateLimiter(self._storage)
         self._redis = self._storage if isinstance(self._storage, storage.RedisStorage) else None
         self._admit = self._redis.storage.register_script(_ADMIT) if self._redis is not None else None

@@ -13,8 +13,9 @@ import math
 import time
 
 import falcon
-from limits import parse, storage, strategies
+from limits import parse, strategies
 
+from interfaces.http.common.ratelimit import limits_storage
 from interfaces.http.console.sessions import COOKIE, Session, Sessions
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -40,8 +41,7 @@ class LoginThrottle:
     """Counts failed logins per account and per IP (Redis when configured: shared by every worker)."""
 
     def __init__(self, storage_uri: str) -> None:
-        options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0} if storage_uri.startswith("redis") else {}
-        self._limiter = strategies.MovingWindowRateLimiter(storage.storage_from_string(storage_uri, **options))
+        self._limiter = strategies.MovingWindowRateLimiter(limits_storage(storage_uri))
 
     def check(self, email: str, ip: str) -> None:
         for item, identity in ((LOGIN_PER_ACCOUNT, ("login-account", email)), (LOGIN_PER_IP, ("login-ip", ip))):
