@@ -7,8 +7,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from solders.signature import Signature
 
 from interfaces.config import ConfigError
 
@@ -59,19 +61,21 @@ class KeypairFeePayers:
 
     A verify's simulation does not check the fee payer's signature again (docs/performance.md): each keypair is
     proven once, here, to sign what verifies under the address it is listed at (ed25519 signing is deterministic,
-    so a keypair that does once always does)."""
+    so a keypair that does once always does). The signing is OpenSSL's (`cryptography`), from the keypair's
+    32-byte seed: the same signature as solders' `sign_message`, in 37 µs instead of 57 µs; the proof checks it
+    with solders, under the listed address."""
 
     def __init__(self, keypairs: Sequence[Keypair]) -> None:
         if not keypairs:
             raise ConfigError("at least one fee payer keypair is needed")
-        self._by_address = {str(k.pubkey()): k for k in keypairs}
+        self._by_address = {str(k.pubkey()): Ed25519PrivateKey.from_private_bytes(bytes(k)[:32]) for k in keypairs}
         self._addresses = tuple(self._by_address)
-        for address, keypair in self._by_address.items():
-            if not keypair.sign_message(_PROBE).verify(Pubkey.from_string(address), _PROBE):
+        for address, key in self._by_address.items():
+            if not Signature(key.sign(_PROBE)).verify(Pubkey.from_string(address), _PROBE):
                 raise ConfigError(f"the fee payer keypair of {address} signs what does not verify under it")
 
     def addresses(self, caip2: str = "") -> Sequence[str]:
         return self._addresses
 
     def sign(self, address: str, message: bytes) -> bytes:
-        return bytes(self._by_address[address].sign_message(message))
+        return self._by_address[address].sign(message)

@@ -151,7 +151,7 @@ def test_malformed_requests_get_their_code_and_record_nothing(gateway, mutate, c
 
 def test_each_transaction_rule_has_its_code_over_http(gateway):
     g = gateway
-    fee_payer = Keypair.from_bytes(bytes(g.container.fee_payers._by_address[g.fee_payer]))
+    fee_payer = Keypair.from_seed(g.container.fee_payers._by_address[g.fee_payer].private_bytes_raw())
     other_mint = Keypair().pubkey()
     cases = {
         Code.AUTHORIZATION_VALUE: g.transaction(amount=AMOUNT + 1),

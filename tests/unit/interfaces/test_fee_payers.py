@@ -21,7 +21,8 @@ def test_a_fee_payers_signature_verifies_under_its_address():
 
 
 class _Mislabelled:
-    """A signer listed under an address whose key it does not hold."""
+    """A signer listed under an address whose key it does not hold: one key's secret half beside another's public
+    half (solders' `Keypair.from_bytes` refuses such a file; a signer given some other way is proven the same)."""
 
     def __init__(self) -> None:
         self._listed, self._signer = Keypair(), Keypair()
@@ -29,8 +30,15 @@ class _Mislabelled:
     def pubkey(self) -> Pubkey:
         return self._listed.pubkey()
 
-    def sign_message(self, message: bytes) -> Signature:
-        return self._signer.sign_message(message)
+    def __bytes__(self) -> bytes:
+        return bytes(self._signer)[:32] + bytes(self._listed.pubkey())
+
+
+def test_the_signature_is_the_one_solders_makes_for_the_keypair():
+    keypair = Keypair()
+    fee_payers = KeypairFeePayers([keypair])
+    for message in (b"", b"a message", bytes(range(256)) * 4):
+        assert fee_payers.sign(str(keypair.pubkey()), message) == bytes(keypair.sign_message(message))
 
 
 def test_a_signer_whose_signatures_do_not_verify_under_its_address_is_refused_at_start():
