@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from solders.keypair import Keypair
 
@@ -22,6 +23,18 @@ from domain.exact import ExactLimits
 
 class ConfigError(Exception):
     """A configuration value is missing or malformed; the message names the variable."""
+
+
+def without_password(url: str) -> str:
+    """A database or Redis URL as it may be printed or logged: a password, in the URL's user part or as a
+    `password=` query parameter (libpq reads both), shown as `***`."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if not parts.password and all(name != "password" for name, _ in query):
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1) if parts.password else parts.netloc
+    masked = urlencode([(name, "***" if name == "password" else value) for name, value in query], safe="/*")
+    return urlunsplit(parts._replace(netloc=netloc, query=masked))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError, StoredEv
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
-from interfaces.config import ConfigError
+from interfaces.config import ConfigError, without_password
 
 # The pg_advisory_lock key of schema creation: any constant no other software on the database uses.
 SCHEMA_LOCK_KEY = 0x2F6B_5D0E_7A31_4C19
@@ -51,12 +51,12 @@ def postgres_env(url: str, *, pool_max: int = 10, timeout_seconds: int = 2) -> d
     query = parse_qs(parts.query)
     dbname = unquote(parts.path.lstrip("/"))
     if not dbname:
-        raise ConfigError(f"PAYWARDEN_DATABASE_URL must name a database (…/dbname), got {_redacted(url)!r}")
+        raise ConfigError(f"PAYWARDEN_DATABASE_URL must name a database (…/dbname), got {without_password(url)!r}")
     host = parts.hostname or query.get("host", [""])[0]
     try:
         port = parts.port or 5432
     except ValueError:
-        raise ConfigError(f"PAYWARDEN_DATABASE_URL has a bad port: {_redacted(url)!r}") from None
+        raise ConfigError(f"PAYWARDEN_DATABASE_URL has a bad port: {without_password(url)!r}") from None
     return {
         "PERSISTENCE_MODULE": FACTORY_TOPIC,
         "POSTGRES_DBNAME": dbname,
@@ -70,13 +70,6 @@ def postgres_env(url: str, *, pool_max: int = 10, timeout_seconds: int = 2) -> d
         "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
         "POSTGRES_LOCK_TIMEOUT": "5",
     }
-
-
-def _redacted(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@", 1)
-    return url
 
 
 @contextmanager

@@ -35,7 +35,7 @@ import httpx
 from domain.merchant import key_hash
 from domain.networks import DEVNET, KeyEnv
 from interfaces.adapters.signers import sandbox_keypair
-from interfaces.config import Config, ConfigError, load_config
+from interfaces.config import Config, ConfigError, load_config, without_password
 
 SANDBOX_MERCHANT = "sandbox"
 PAYER_USDC, PAYER_SOL = 100_000_000, 1_000_000_000
@@ -138,7 +138,9 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
         "usdc_mint": DEVNET.usdc_mint, "fee_payers": fee_payers, "fee_payer_keypair_paths": fee_payer_paths,
         "merchant": SANDBOX_MERCHANT, "api_key": api_key, "payer": payer, "payer_keypair_path": str(payer_path),
         "pay_to": pay_to, "pay_to_keypair_path": str(pay_to_path), "data_dir": str(config.data_dir),
-        "database_url": config.database_url or f"sqlite://{config.data_dir}", "proxy_url": proxy_url,
+        # an operator's PostgreSQL password is theirs: the address, never the secret, is printed
+        "database_url": without_password(config.database_url) if config.database_url else f"sqlite://{config.data_dir}",
+        "proxy_url": proxy_url,
         "console_url": f"http://{args.host}:{args.console_port}", "console_email": console_email,
         "console_password": console_password,
     }

@@ -11,12 +11,11 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from eventsourcing.projection import Projection
 
 from interfaces.adapters.chain.instrumented import network_label
-from interfaces.config import Config, ConfigError
+from interfaces.config import Config, ConfigError, without_password
 
 OK = "ok"
 READINESS_TIMEOUT_SECONDS = 2.0
@@ -135,7 +134,7 @@ def startup_error(config: Config, failure: BaseException) -> ConfigError | None:
     from eventsourcing.persistence import PersistenceError
 
     if isinstance(failure, (psycopg.Error, PersistenceError)):
-        where = _without_password(config.database_url) if config.database_url else "(SQLite files)"
+        where = without_password(config.database_url) if config.database_url else "(SQLite files)"
         return ConfigError(f"cannot reach the database PAYWARDEN_DATABASE_URL={where}: {_describe(failure)}")
     if isinstance(failure, redis.RedisError):
         return ConfigError(f"cannot reach Redis at PAYWARDEN_REDIS_URL: {_describe(failure)}")
@@ -143,11 +142,6 @@ def startup_error(config: Config, failure: BaseException) -> ConfigError | None:
         return ConfigError(f"cannot use {failure.filename} (PAYWARDEN_DATA_DIR / PAYWARDEN_DATABASE_URL): "
                            f"{failure.strerror}")
     return None
-
-
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    return url.replace(f":{parts.password}@", ":***@", 1) if parts.password else url
 
 
 def preflight(config: Config) -> None:

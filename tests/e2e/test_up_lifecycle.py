@@ -34,8 +34,8 @@ def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_up(env: dict[str, str], *extra: str) -> subprocess.Popen:
-    argv = [str(PAYWARDEN), "up", "--json", "--port", str(free_port()), "--rpc-port",
+def start_up(env: dict[str, str], *extra: str, json_line: bool = True) -> subprocess.Popen:
+    argv = [str(PAYWARDEN), "up", *(["--json"] if json_line else []), "--port", str(free_port()), "--rpc-port",
             str(free_port()), "--demo-port", str(free_port()), "--proxy-port", str(free_port()),
             "--demo-backend-port", str(free_port()), "--console-port", str(free_port()), *extra]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -201,3 +201,21 @@ def test_up_against_an_external_chain_creates_the_demo_merchants_usdc_account(tm
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
+
+
+def test_up_on_postgresql_prints_the_database_address_without_its_password(tmp_path, postgres_url, redis_url):
+    """The operator's PostgreSQL password (trust auth ignores it here; a real server would need it) is not in what
+    `up` prints, in its JSON line or its text: the address is, with `***` in the password's place."""
+    secret = f"pw-{uuid.uuid4().hex}"
+    with_password = postgres_url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@", 1)
+    assert secret in with_password
+    env = up_env(tmp_path, PAYWARDEN_DATABASE_URL=with_password, PAYWARDEN_REDIS_URL=redis_url)
+    for json_line in (True, False):
+        process = start_up(env, json_line=json_line)
+        try:
+            printed = wait_for_line(process.stdout, "database_url")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=30)
+        assert secret not in printed + out + err
+        assert with_password.replace(secret, "***") in printed

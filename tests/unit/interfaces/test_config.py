@@ -8,7 +8,7 @@ import pytest
 from solders.keypair import Keypair
 
 from interfaces.adapters.signers import write_keypair
-from interfaces.config import ConfigError, load_config
+from interfaces.config import ConfigError, load_config, without_password
 from interfaces.container import build_fee_payers
 
 
@@ -71,3 +71,16 @@ def test_console_settings_are_read_and_bad_ones_name_their_variable():
                       ("PAYWARDEN_DNS_NAMESERVERS", "127.0.0.1:99999")):
         with _pytest.raises(_ConfigError, match=name):
             _load({name: bad})
+
+
+@pytest.mark.parametrize(("url", "printed"), [
+    ("postgresql://app:s3cret@db.internal:5432/paywarden", "postgresql://app:***@db.internal:5432/paywarden"),
+    ("postgresql://app:p%40ss@db.internal/paywarden", "postgresql://app:***@db.internal/paywarden"),
+    ("postgresql://app@/paywarden?host=/var/run/postgresql&password=s3cret",
+     "postgresql://app@/paywarden?host=/var/run/postgresql&password=***"),
+    ("redis://:s3cret@cache.internal:6379/0", "redis://:***@cache.internal:6379/0"),
+    ("postgresql://app@db.internal/paywarden", "postgresql://app@db.internal/paywarden"),
+    ("unix:///run/redis.sock?db=2", "unix:///run/redis.sock?db=2"),
+])
+def test_a_url_is_printed_without_its_password_wherever_libpq_or_redis_would_read_one(url, printed):
+    assert without_password(url) == printed
