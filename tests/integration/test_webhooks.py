@@ -19,6 +19,7 @@ from application.webhooks import Webhooks
 from domain.merchant import merchant_id
 from domain.webhook import WebhookError, message_id
 from interfaces.adapters.resolver import GetaddrinfoResolver
+from interfaces.adapters.sqlite import LeanDatastore
 from interfaces.adapters.webhook_sender import post
 from interfaces.container import build_secrets, store_env
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker, ping_message
@@ -66,6 +67,16 @@ def run_until(w: DeliveryWorker, done, timeout: float = 20.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("the worker did not get there in time")
+
+
+def counted_as_the_tables(view: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """`counts()` (SQLite: kept by triggers; PostgreSQL: counted) is what counting the tables gives."""
+    attempts, deliveries = view.counts()
+    assert {k: n for k, n in attempts.items() if n} == dict(view.rows(
+        "SELECT outcome, COUNT(*) FROM webhook_attempts GROUP BY outcome"))
+    assert {k: n for k, n in deliveries.items() if n} == dict(view.rows(
+        "SELECT status, COUNT(*) FROM webhook_deliveries GROUP BY status"))
+    return attempts, deliveries
 
 
 def endpoint(gateway: Gateway, receiver: Any, events: list[str]) -> str:
@@ -135,6 +146,8 @@ def test_a_receiver_that_always_fails_is_tried_on_the_whole_schedule_then_failed
     run_until(w, lambda: gateway.container.webhooks_view.list_deliveries(endpoint_id)[0]["status"] == "failed")
     assert len(receiver.deliveries) == len(FAST)
     assert gateway.container.webhooks_view.queue_stats(time.time())[0] == 0
+    attempts, deliveries = counted_as_the_tables(gateway.container.webhooks_view)
+    assert attempts == {"retry": len(FAST) - 1, "failed": 1} and deliveries["failed"] == 1
 
 
 def test_a_410_disables_the_endpoint_and_nothing_more_is_sent_to_it(gateway, receiver):
@@ -151,6 +164,7 @@ def test_a_410_disables_the_endpoint_and_nothing_more_is_sent_to_it(gateway, rec
         w.fill_outbox()
         w.deliver_due(wait=True)
     assert len(receiver.deliveries) == 1
+    counted_as_the_tables(gateway.container.webhooks_view)
 
 
 def test_a_hanging_receiver_hits_the_timeout_and_is_retried(gateway, receiver):
@@ -189,11 +203,15 @@ def test_the_test_event_resend_and_replay_of_failures(gateway, receiver):
     view.enqueue_test(view.get_endpoint(endpoint_id), body, msg_id, since)
     run_until(w, lambda: view.list_deliveries(endpoint_id)[0]["status"] == "failed")
     assert receiver.deliveries[0].payload["type"] == "webhook.test"
+    assert counted_as_the_tables(view)[1]["failed"] == 1
     assert view.replay_failed([endpoint_id], since - 1, time.time()) == 1
+    assert {k: n for k, n in counted_as_the_tables(view)[1].items() if n} == {"pending": 1}
     run_until(w, lambda: view.list_deliveries(endpoint_id)[0]["status"] == "delivered")
     assert view.resend(endpoint_id, msg_id, time.time()) is True
     run_until(w, lambda: len(receiver.deliveries) == len(FAST) + 2)
     assert {d.headers["webhook-id"] for d in receiver.deliveries} == {msg_id}
+    attempts, deliveries = counted_as_the_tables(view)
+    assert attempts["delivered"] == 2 and {k: n for k, n in deliveries.items() if n} == {"delivered": 1}
 
 
 def test_two_workers_never_send_one_attempt_twice(gateway, receiver):
@@ -336,3 +354,35 @@ def test_a_deactivated_proxy_service_is_heard(gateway, receiver):
     assert delivery.payload["type"] == "service.deactivated" and delivery.verified_with == receiver.secrets
     assert delivery.payload["data"] == {"id": str(service.id), "name": "Weather", "slug": service.slug,
                                         "status": "deactivated"}
+
+
+def test_a_database_made_before_the_counts_gets_them_from_its_tables(tmp_path):
+    """An embedded outbox written before the counts existed: they are filled from its rows once, when the view is
+    made, and kept from then on."""
+    from projections.webhooks import SqliteWebhooksView
+
+    def view() -> SqliteWebhooksView:
+        made = SqliteWebhooksView(LeanDatastore(str(tmp_path / "webhooks.db")))
+        made.create_table()
+        return made
+
+    old = view()
+    with old.datastore.transaction(commit=True) as c:
+        for name in ("webhook_attempt_counted", "webhook_delivery_counted", "webhook_delivery_recounted",
+                     "webhook_delivery_uncounted"):
+            c.execute(f"DROP TRIGGER {name}")
+        c.execute("DROP TABLE webhook_counts")
+        for i, status in enumerate(["delivered", "delivered", "failed", "pending"]):
+            c.execute("INSERT INTO webhook_deliveries VALUES (?, 'ep', ?, 1, 0, NULL, NULL, 0, NULL)",
+                      (f"m{i}", status))
+            c.execute("INSERT INTO webhook_attempts VALUES (?, ?, 'ep', 0, 200, ?, 1, '', '', 0)",
+                      (f"a{i}", f"m{i}", "delivered" if status == "delivered" else "retry"))
+    old.datastore.close()
+    again = view()
+    assert counted_as_the_tables(again) == ({"delivered": 2, "retry": 2}, {"delivered": 2, "failed": 1, "pending": 1})
+    with again.datastore.transaction(commit=True) as c:
+        c.execute("UPDATE webhook_deliveries SET status = 'delivered' WHERE msg_id = 'm3'")
+        c.execute("DELETE FROM webhook_deliveries WHERE msg_id = 'm2'")
+    assert counted_as_the_tables(again)[1] == {"delivered": 3, "failed": 0, "pending": 0}
+    again.datastore.close()
+    assert counted_as_the_tables(view())[1]["delivered"] == 3  # made again: filled once only, not twice
