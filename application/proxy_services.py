@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
 
 from domain.networks import SCHEME_EXACT, network
 from domain.proxy_service import (
@@ -33,6 +33,9 @@ from domain.routes import matches, normalize_path
 from domain.slugs import SlugClaim, SlugError, candidates, check_slug, slug_claim_id
 
 SLUG_ATTEMPTS = 20
+# A service is loaded on every proxied request: a snapshot every this many events bounds what a load replays,
+# however often the service is edited (docs/performance.md, "A proxied request's load of its service").
+SNAPSHOT_EVERY = 50
 
 
 class Secrets(Protocol):
@@ -70,7 +73,32 @@ class Match:
     route: Route
 
 
+class _FrozenTranscoding(Transcoding):
+    """A frozen dataclass of the service's state, in its snapshots: its fields by name, and back."""
+
+    def encode(self, obj: Any) -> dict[str, Any]:
+        return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+    def decode(self, data: dict[str, Any]) -> Any:
+        return self.type(**data)
+
+
+class _BaseUrlTranscoding(_FrozenTranscoding):
+    type, name = BaseUrl, "proxy_base_url"
+
+
+class _RouteTranscoding(_FrozenTranscoding):
+    type, name = Route, "proxy_route"
+
+
 class ProxyServices(Application[uuid.UUID]):
+    snapshotting_intervals = {ProxyService: SNAPSHOT_EVERY}
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        super().register_transcodings(transcoder)
+        transcoder.register(_BaseUrlTranscoding())
+        transcoder.register(_RouteTranscoding())
+
     def __init__(self, env: Mapping[str, str] | None = None, *, merchants: MerchantDirectory | None = None,
                  secrets: Secrets | None = None, sandbox: bool = True,
                  domains: Callable[[Any], set[str]] = verified_domains) -> None:

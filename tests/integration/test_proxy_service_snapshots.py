@@ -1,0 +1,72 @@
+"""A service is loaded on every proxied request: after many edits it is loaded from a snapshot plus the events
+since, and that is the same service as replaying every event, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.fernet import Fernet
+from solders.keypair import Keypair
+
+from application.proxy_services import SNAPSHOT_EVERY, ProxyServices
+from domain.networks import DEVNET, SCHEME_EXACT
+from interfaces.adapters.postgres import postgres_env
+from interfaces.adapters.secret_box import SecretBox
+from interfaces.adapters.secrets import BoxedSecrets
+
+PAY_TO = str(Keypair().pubkey())
+
+
+class Directory:
+    def get_merchant(self, name: str):
+        class M:
+            domains = {"weather.co.uk": {"verified": True}, "climate.org": {"verified": True}}
+            capabilities = {(DEVNET.caip2, SCHEME_EXACT, DEVNET.usdc_mint)}
+        return M()
+
+
+class Replaying(ProxyServices):
+    """The same application without snapshots: every load replays every event."""
+
+    name = ProxyServices.name  # the same tables
+    snapshotting_intervals = {}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def env(request, tmp_path) -> dict[str, str]:
+    if request.param == "sqlite":
+        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "proxy.db")}
+    return postgres_env(request.getfixturevalue("postgres_url"))
+
+
+def state(service) -> dict:
+    fields = {k: v for k, v in vars(service).items() if k != "routes"}
+    return {**fields, "routes": {rid: route.as_dict() for rid, route in service.routes.items()}}
+
+
+def test_a_much_edited_service_loads_from_its_snapshot_as_the_replay_of_its_events(env):
+    secrets = BoxedSecrets(SecretBox([Fernet.generate_key().decode()]))
+    app = ProxyServices(env, merchants=Directory(), secrets=secrets, sandbox=False)
+    service = app.create_service("acme", "Weather", domain="weather.co.uk")
+    sid = str(service.id)
+    app.set_upstream_auth("acme", sid, "X-Api-Key", "secret-value")
+    routes = [app.add_route("acme", sid, method="GET", path=f"/v{i}/*", price=1000 + i, pay_to=PAY_TO,
+                            description=f"route {i}", bazaar={"input": {"i": i}}) for i in range(40)]
+    for i in range(70):
+        app.rename("acme", sid, f"Weather {i}")
+    app.remove_route("acme", sid, routes[3].id)
+    app.set_body_limit("acme", sid, 4096)
+    app.set_active("acme", sid, False)
+    app.change_base_url("acme", sid, domain="climate.org")
+    loaded = app.get_service("acme", sid)
+    assert loaded.version > 2 * SNAPSHOT_EVERY
+
+    assert app.snapshots is not None
+    taken = [s.originator_version for s in app.snapshots.get(loaded.id)]
+    assert taken == [SNAPSHOT_EVERY, 2 * SNAPSHOT_EVERY]
+    replayed = Replaying(env, merchants=Directory(), secrets=secrets, sandbox=False).get_service("acme", sid)
+    assert state(loaded) == state(replayed)
+    assert loaded.name == "Weather 69" and loaded.base.domain == "climate.org" and not loaded.active
+    assert len(loaded.routes) == 39 and routes[3].id not in loaded.routes
+    assert loaded.routes[routes[39].id].bazaar == {"input": {"i": 39}}
+    assert app.upstream_auth(loaded) == ("X-Api-Key", "secret-value")
+    assert app.get_by_slug(loaded.slug).version == loaded.version  # what the proxy serves: the latest
