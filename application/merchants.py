@@ -14,7 +14,7 @@ from typing import Protocol
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
 
 from domain.domains import (
     SANDBOX_DOMAIN,
@@ -37,6 +37,9 @@ from domain.merchant import (
 from domain.networks import MAINNET, NETWORKS, SCHEME_EXACT, KeyEnv, network
 
 INVITE_LIFETIME = timedelta(days=7)
+# A merchant is loaded by every console request and every paid proxied request: a snapshot every this many events
+# bounds what a load replays, however many keys, domains and settings it has been through.
+SNAPSHOT_EVERY = 50
 
 
 class MerchantNotFoundError(MerchantError):
@@ -126,7 +129,25 @@ def challenge(domain: str, token: str) -> DomainChallenge:
     return DomainChallenge(domain, token, challenge_name(domain), challenge_value(token), challenge_url(domain, token))
 
 
+class _SetTranscoding(Transcoding):
+    """A merchant's sets (its logins; its capabilities, tuples), in its snapshots: a sorted list, and back."""
+
+    type, name = set, "set"
+
+    def encode(self, obj: set[object]) -> list[object]:
+        return sorted(obj, key=repr)
+
+    def decode(self, data: list[object]) -> set[object]:
+        return {tuple(item) if isinstance(item, list) else item for item in data}
+
+
 class Merchants(Application[UUID]):
+    snapshotting_intervals = {Merchant: SNAPSHOT_EVERY}
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        super().register_transcodings(transcoder)
+        transcoder.register(_SetTranscoding())
+
     def __init__(self, env: Mapping[str, str] | None = None, *, settings: MerchantSettings | None = None,
                  hasher: PasswordHasher | None = None, challenges: DomainChallenges | None = None,
                  suffixes: PublicSuffixes | None = None, usage: DomainUsage | None = None) -> None:

@@ -1,5 +1,6 @@
-"""A service is loaded on every proxied request: after many edits it is loaded from a snapshot plus the events
-since, and that is the same service as replaying every event, on SQLite and on PostgreSQL."""
+"""A proxy service and a merchant are loaded on every proxied request and every console request: after many changes
+each is loaded from a snapshot plus the events since, and that is the same aggregate as replaying every event, on
+SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import pytest
 from cryptography.fernet import Fernet
 from solders.keypair import Keypair
 
+from application import merchants as merchants_app
+from application.merchants import Merchants
 from application.proxy_services import SNAPSHOT_EVERY, ProxyServices
-from domain.networks import DEVNET, SCHEME_EXACT
+from domain.networks import DEVNET, SCHEME_EXACT, KeyEnv
 from interfaces.adapters.postgres import postgres_env
 from interfaces.adapters.secret_box import SecretBox
 from interfaces.adapters.secrets import BoxedSecrets
@@ -70,3 +73,34 @@ def test_a_much_edited_service_loads_from_its_snapshot_as_the_replay_of_its_even
     assert loaded.routes[routes[39].id].bazaar == {"input": {"i": 39}}
     assert app.upstream_auth(loaded) == ("X-Api-Key", "secret-value")
     assert app.get_by_slug(loaded.slug).version == loaded.version  # what the proxy serves: the latest
+
+
+class ReplayingMerchants(Merchants):
+    name = Merchants.name
+    snapshotting_intervals = {}
+
+
+def test_a_much_changed_merchant_loads_from_its_snapshot_as_the_replay_of_its_events(env):
+    app = Merchants(env)
+    app.register("acme")
+    app.add_login("acme", "owner@acme.test")  # invited: a token to set the password with
+    app.add_login("acme", "ops@acme.test")
+    app.enable_capability("acme", DEVNET.caip2)
+    app.preverify_sandbox_domain("acme")
+    for i in range(60):
+        app.create_key("acme", KeyEnv.TEST, label=f"key {i}")
+    for prefix in list(app.get_merchant("acme").keys)[:5]:
+        app.revoke_key(prefix, "acme")
+    app.set_rate_limit("acme", 250)
+    app.set_discovery("acme", False)
+    loaded = app.get_merchant("acme")
+    assert loaded.version > merchants_app.SNAPSHOT_EVERY
+
+    assert app.snapshots is not None
+    assert [s.originator_version for s in app.snapshots.get(loaded.id)] == [merchants_app.SNAPSHOT_EVERY]
+    replayed = ReplayingMerchants(env).get_merchant("acme")
+    assert vars(loaded) == vars(replayed)
+    assert loaded.logins == {"owner@acme.test", "ops@acme.test"} and loaded.rate_limit_per_minute == 250
+    assert loaded.capabilities == replayed.capabilities and len(loaded.capabilities) >= 1
+    assert all(isinstance(c, tuple) for c in loaded.capabilities)
+    assert len(loaded.keys) == 60 and not loaded.discovery_enabled
