@@ -91,6 +91,9 @@ class Listings(EventSourcedProjection[UUID]):
     """Follows the Payments log (`Payment.Approved`); records `DiscoveryListing` events."""
 
     topics = (get_topic(Payment.Approved),)
+    # A listing is loaded for every payment that describes it, and changes with each new price or once a day: a
+    # snapshot every 50 events bounds what a load replays (docs/performance.md).
+    snapshotting_intervals = {DiscoveryListing: 50}
 
     def __init__(self, env: Mapping[str, str] | None = None, *, payments: ReceivedPayments | None = None,
                  discovery: DiscoverySettings | None = None, resolver: Resolver | None = None,

@@ -1,16 +1,21 @@
-"""A proxy service and a merchant are loaded on every proxied request and every console request: after many changes
-each is loaded from a snapshot plus the events since, and that is the same aggregate as replaying every event, on
-SQLite and on PostgreSQL."""
+"""A proxy service and a merchant are loaded on every proxied request and every console request, a discovery listing
+for every payment that describes it: after many changes each is loaded from a snapshot plus the events since, and
+that is the same aggregate as replaying every event, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
 
 import pytest
 from cryptography.fernet import Fernet
 from solders.keypair import Keypair
 
 from application import merchants as merchants_app
+from application.listings import Listings
 from application.merchants import Merchants
 from application.proxy_services import SNAPSHOT_EVERY, ProxyServices
+from domain.listing import DiscoveryListing
 from domain.networks import DEVNET, SCHEME_EXACT, KeyEnv
 from interfaces.adapters.postgres import postgres_env
 from interfaces.adapters.secret_box import SecretBox
@@ -104,3 +109,28 @@ def test_a_much_changed_merchant_loads_from_its_snapshot_as_the_replay_of_its_ev
     assert loaded.capabilities == replayed.capabilities and len(loaded.capabilities) >= 1
     assert all(isinstance(c, tuple) for c in loaded.capabilities)
     assert len(loaded.keys) == 60 and not loaded.discovery_enabled
+
+
+class ReplayingListings(Listings):
+    name = Listings.name
+    snapshotting_intervals = {}
+
+
+def test_a_much_updated_listing_loads_from_its_snapshot_as_the_replay_of_its_events(env):
+    app = Listings(env)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    offer = {"scheme": "exact", "network": DEVNET.caip2, "asset": DEVNET.usdc_mint, "amount": "1000",
+             "payTo": PAY_TO}
+    listing = DiscoveryListing.register("https://api.weather.co.uk/v1", "GET", "merchant:acme",
+                                        {"type": "http", "description": "weather"}, offer, uuid4(), start)
+    app.save(listing)
+    for i in range(1, 120):  # a new price with every payment: an event each
+        listing.update("merchant:acme", {"type": "http", "description": "weather"}, {**offer, "amount": str(1000 + i)},
+                       uuid4(), start + timedelta(minutes=i), discovery_enabled=i % 40 != 0)
+        app.save(listing)
+    loaded = app.get_listing("https://api.weather.co.uk/v1", "GET")
+    assert loaded is not None and loaded.version == listing.version > 2 * 50
+    assert app.snapshots is not None and [s.originator_version for s in app.snapshots.get(loaded.id)] == [50, 100]
+    replayed = ReplayingListings(env).get_listing("https://api.weather.co.uk/v1", "GET")
+    assert vars(loaded) == vars(replayed)
+    assert loaded.offers[0]["amount"] == "1119" and loaded.enabled
