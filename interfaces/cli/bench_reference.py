@@ -227,7 +227,10 @@ def _start_paywarden(args: argparse.Namespace, work: Path, children: list, store
     children.append(child)
     line = child.stdout.readline() if child.stdout else ""
     if not line.startswith("{"):
-        raise RuntimeError(f"paywarden up did not print its addresses (status {child.poll()}): {line!r}")
+        log.close()
+        said = [t for t in (work / "paywarden.log").read_text().splitlines() if not t.startswith("{")]
+        raise SystemExit(f"bench-reference: paywarden up did not start (status {child.wait(10)}): "
+                         + ("\n".join(said[-5:]) or line or "no output"))
     up = json.loads(line)
     return up
 

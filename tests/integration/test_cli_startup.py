@@ -88,3 +88,18 @@ def test_a_data_directory_that_cannot_be_made_is_named(env, capsys):
     assert main(["merchant", "create", "acme"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("paywarden: cannot use /proc/paywarden-data") and "PAYWARDEN_DATA_DIR" in err
+
+
+def test_bench_reference_says_why_paywarden_did_not_start(tmp_path):
+    """Two workers on the embedded store are refused by `up`; the benchmark says so (it used to end in a traceback
+    with nothing but `''`, up's reason left in a log it had deleted)."""
+    ports = [str(closed_port()) for _ in range(5)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "interfaces.cli.main", "bench-reference", "--stack", "embedded", "--workers", "2",
+         "--requests", "10", "--warmup", "0", "--rounds", "1", "--reference-port", ports[0], "--port", ports[1],
+         "--rpc-port", ports[2], "--proxy-port", ports[3], "--console-port", ports[4]],
+        env={**env, "PAYWARDEN_DATA_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1
+    assert "paywarden up did not start" in done.stderr and "PAYWARDEN_REDIS_URL" in done.stderr
+    assert "Traceback" not in done.stderr
