@@ -16,20 +16,13 @@ from application.listings import Listings
 from application.merchants import Merchants
 from application.proxy_services import SNAPSHOT_EVERY, ProxyServices
 from domain.listing import DiscoveryListing
-from domain.networks import DEVNET, SCHEME_EXACT, KeyEnv
+from domain.networks import DEVNET, KeyEnv
 from interfaces.adapters.postgres import postgres_env
 from interfaces.adapters.secret_box import SecretBox
 from interfaces.adapters.secrets import BoxedSecrets
+from tests.integration.test_proxy_services_postgres import Directory  # verified domains, the exact capability
 
 PAY_TO = str(Keypair().pubkey())
-
-
-class Directory:
-    def get_merchant(self, name: str):
-        class M:
-            domains = {"weather.co.uk": {"verified": True}, "climate.org": {"verified": True}}
-            capabilities = {(DEVNET.caip2, SCHEME_EXACT, DEVNET.usdc_mint)}
-        return M()
 
 
 class Replaying(ProxyServices):
