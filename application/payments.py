@@ -101,15 +101,7 @@ class Payments(Application[UUID]):
             with self._admitted(request.key, "verify", self._settings.lock_margin_seconds) as cached:
                 if cached:
                     return replayed_verify(cached, requirements.digest)
-                payment = self._get(request.key)
-                if payment is not None and (conflict := self._bound(payment, request)):
-                    return conflict
-                if payment is not None:
-                    return verify_outcome(payment).as_replay()
-                payment = self._receive(request)
-                self._decide(payment, request)
-                self._save(payment, request)
-                return verify_outcome(payment)
+                return self._verify_unanswered(request)
         except PaymentRuleError as rejected:
             return VerifyOutcome.invalid(rejected.code, rejected.payer, message=rejected.message)
         except DuplicateRequestError as duplicate:
@@ -198,6 +190,32 @@ class Payments(Application[UUID]):
             extensions=dict(request.payload.extensions), resource=request.payload.resource,
             max_timeout_seconds=r.max_timeout_seconds, message_hash=request.message_hash,
         )
+
+    def _verify_unanswered(self, request: PaymentRequest) -> VerifyOutcome:
+        """A verify the result cache did not answer, under the payment's lock: nearly always a new payment, so it
+        is evaluated and its first events inserted without reading the store first (one round trip less). A
+        payment recorded before (its first events are there: the insert conflicts) answers as it would have if
+        read first, a replay or a conflict of terms, and so does one whose evaluation failed for another reason
+        than its rules (the chain unreachable): what was recorded answers, else the failure stands."""
+        payment = self._receive(request)
+        try:
+            self._decide(payment, request)
+        except Exception:
+            if (recorded := self._get(request.key)) is not None:
+                return self._recorded_verify(recorded, request)
+            raise
+        try:
+            self.save(payment)
+        except IntegrityError as recorded_before:
+            if (recorded := self._get(request.key)) is not None:
+                return self._recorded_verify(recorded, request)
+            raise DuplicateRequestError("another request for this payment won the race; retry") from recorded_before
+        return verify_outcome(payment)
+
+    def _recorded_verify(self, payment: Payment, request: PaymentRequest) -> VerifyOutcome:
+        if (conflict := self._bound(payment, request)) is not None:
+            return conflict
+        return verify_outcome(payment).as_replay()
 
     def _bound(self, payment: Payment, request: PaymentRequest) -> VerifyOutcome | None:
         """A payment is bound to the terms it was first presented with; other terms are refused, not replayed."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from solders.transaction import VersionedTransaction
 
 from application.errors import KeyEnvironmentError
 from application.payments import Payments
-from application.ports import Confirmation, SignatureStatus, Simulation, SubmissionError
+from application.ports import ChainUnavailableError, Confirmation, SignatureStatus, Simulation, SubmissionError
 from domain.claims import Claim, ClaimKind
 from domain.clients import Capability, Client
 from domain.codes import Code
@@ -192,6 +193,37 @@ def test_verify_twice_answers_the_recorded_result_as_a_replay(payments):
     assert first.is_valid and not first.replayed
     assert second.is_valid and second.replayed
     assert history(payments, payload, requirements) == ["Received", "Approved"]
+
+
+def test_a_recorded_payment_is_answered_as_recorded_by_a_verify_the_cache_does_not_answer(payments, chain):
+    """A verify the cache does not answer evaluates and inserts without reading first; a payment recorded before
+    still answers as recorded (its replay, or the conflict of terms), also when the chain cannot be asked, and
+    nothing more is recorded."""
+    payload, requirements = payment()
+    reads: list[object] = []
+    get = payments.repository.get
+    payments.repository.get = lambda *args, **kwargs: reads.append(args[0]) or get(*args, **kwargs)
+    first = payments.verify(CLIENT, payload, requirements)
+    assert first.is_valid and reads == []  # a new payment: evaluated and inserted, nothing read first
+    key = payments._request(CLIENT, payload, requirements).key
+    recorded = payments.recorder.max_notification_id()
+    payments._admission.admit = lambda *args: nullcontext((None, True))  # the cache behind, the lock free
+    chain.simulation = Simulation(ok=False, error="spent meanwhile", error_code="InstructionError")
+    again = payments.verify(CLIENT, payload, requirements)
+    assert again.is_valid and again.replayed and again.payer == first.payer
+    other_terms = Requirements(SCHEME_EXACT, DEVNET.caip2, requirements.amount, DEVNET.usdc_mint,
+                               str(Keypair().pubkey()))
+    assert payments.verify(CLIENT, payload, other_terms).invalid_reason == Code.INVALID_PAYMENT_REQUIREMENTS
+
+    def unreachable(transaction: bytes, **flags: object) -> Simulation:
+        raise ChainUnavailableError("the RPC node does not answer")
+
+    chain.simulate = unreachable
+    assert payments.verify(CLIENT, payload, requirements) == again
+    with pytest.raises(ChainUnavailableError):  # a payment never recorded: the failure stands
+        payments.verify(CLIENT, *payment(2_000))
+    assert payments.recorder.max_notification_id() == recorded
+    assert payments.get_payment(key).verify_outcome is not None
 
 
 def test_a_second_settle_of_a_settled_payment_is_a_duplicate_settlement_carrying_the_original(payments, chain):
