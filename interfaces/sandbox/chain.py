@@ -1,8 +1,9 @@
 """The sandbox chain: one in-process LiteSVM that behaves, where a payment gateway can tell, like a cluster.
 
 LiteSVM ships the real SPL Token, Token-2022, Associated Token Account, Memo and lookup-table programs and
-verifies signatures, but it knows a single blockhash. The sandbox runs it with that check off and keeps what a
-bank keeps: a window of recent blockhashes with their slots (valid for 150 slots, 144 for simulation and
+verifies signatures, but it knows a single blockhash. The sandbox runs it with its blockhash check off, checks
+every transaction's signatures once itself (LiteSVM's own check is off too: it would verify them again) and
+keeps what a bank keeps: a window of recent blockhashes with their slots (valid for 150 slots, 144 for simulation and
 preflight, as a validator allows for forwarding), a status cache refusing a signature it has seen
 (`AlreadyProcessed`, never executed twice), and the history `getSignatureStatuses`/`getTransaction` need. Only
 transactions that pay their fee land (success, or an instruction error with the fee charged); a refused one
@@ -101,7 +102,9 @@ class Sandbox:
 
     def __init__(self, *, usdc_mint: str = DEVNET.usdc_mint, usdc_decimals: int = USDC_DECIMALS) -> None:
         self.lock = threading.RLock()
-        self._svm = LiteSVM().with_blockhash_check(False).with_sigverify(True)
+        # Signatures are checked once, by `_precheck`, before LiteSVM sees a transaction: LiteSVM's own check
+        # would verify every signature a second time (~45 µs each on this machine).
+        self._svm = LiteSVM().with_blockhash_check(False).with_sigverify(False)
         self._slot = self._svm.get_clock().slot
         self._slot_time = int(time.time())
         self._blockhashes = OrderedDict({str(self._svm.latest_blockhash()): self._slot})
@@ -153,18 +156,14 @@ class Sandbox:
         """Simulate against the current state, as `simulateTransaction`; nothing is kept.
 
         The defaults do everything a node's `simulateTransaction` can be asked for (the reference facilitator of
-        `bench-reference` calls it so). `sig_verify=False` skips both signature checks (the precheck's and
-        LiteSVM's) and nothing else; `accounts=False` leaves `Outcome.accounts` empty instead of converting every
-        post-simulation account. Paywarden's own verify asks for both (`LiteSvmChain`, docs/performance.md)."""
+        `bench-reference` calls it so). `sig_verify=False` skips the signature check and nothing else;
+        `accounts=False` leaves `Outcome.accounts` empty instead of converting every post-simulation account.
+        Paywarden's own verify asks for both (`LiteSvmChain`, docs/performance.md)."""
         with self.lock:
             refusal = self._precheck(tx, sig_verify=sig_verify, max_age=PREFLIGHT_AGE)
             if refusal is not None:
                 return refusal
-            self._svm.with_sigverify(sig_verify)
-            try:
-                result = self._svm.simulate_transaction(tx)
-            finally:
-                self._svm.with_sigverify(True)
+            result = self._svm.simulate_transaction(tx)
             if isinstance(result, FailedTransactionMetadata):
                 return _outcome(tx, result.meta(), _err_json(result))
             if not accounts:
@@ -175,10 +174,11 @@ class Sandbox:
         """Submit as `sendTransaction`: with preflight, a failing simulation refuses it before it lands."""
         with self.lock:
             if preflight:
-                simulated = self.simulate(tx)
+                simulated = self.simulate(tx, accounts=False)
                 if not simulated.ok:
                     return simulated
-            return self._process(tx)
+            # The preflight has just checked the signatures, under this lock.
+            return self._process(tx, sig_verify=not preflight)
 
     @property
     def transaction_count(self) -> int:
@@ -206,8 +206,8 @@ class Sandbox:
             return Outcome(signature, "BlockhashNotFound")
         return None
 
-    def _process(self, tx: VersionedTransaction) -> Outcome:
-        refusal = self._precheck(tx, sig_verify=True, max_age=MAX_PROCESSING_AGE)
+    def _process(self, tx: VersionedTransaction, *, sig_verify: bool = True) -> Outcome:
+        refusal = self._precheck(tx, sig_verify=sig_verify, max_age=MAX_PROCESSING_AGE)
         if refusal is not None:
             return refusal
         signature, loaded = str(tx.signatures[0]), self._loaded_addresses(tx)

@@ -4,6 +4,7 @@ line naming the variable (a missing keypair file, an unreachable database or Red
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -103,3 +104,23 @@ def test_bench_reference_says_why_paywarden_did_not_start(tmp_path):
     assert done.returncode == 1
     assert "paywarden up did not start" in done.stderr and "PAYWARDEN_REDIS_URL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_bench_reference_compares_settles_side_by_side(tmp_path):
+    """`bench-reference --op settle`: both facilitators co-sign, broadcast and confirm every payment on their
+    sandbox chains, every answer a success, with each side's CPU per settle."""
+    ports = [str(closed_port()) for _ in range(5)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "interfaces.cli.main", "bench-reference", "--op", "settle", "--stack", "embedded",
+         "--requests", "40", "--warmup", "0", "--rounds", "1", "--concurrency", "4", "--json",
+         "--reference-port", ports[0], "--port", ports[1], "--rpc-port", ports[2], "--proxy-port", ports[3],
+         "--console-port", ports[4]],
+        env={**env, "PAYWARDEN_DATA_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["op"] == "settle"
+    assert [(run["side"], run["answers"]) for run in summary["runs"]] == [
+        ("reference", {"200 success": 40}), ("paywarden", {"200 success": 40})]
+    assert all(run["cpu_ms_per_request_total"] > 0 for run in summary["runs"])
+    assert "CPU per settle" in done.stdout

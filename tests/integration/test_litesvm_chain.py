@@ -137,7 +137,7 @@ def test_a_signature_that_does_not_verify_fails_simulation_and_is_refused(sandbo
 
 def test_the_sandboxs_default_simulation_still_verifies_every_signature(sandbox, wallets):
     """`Sandbox.simulate(tx)` with its defaults is what the reference facilitator of `bench-reference` calls: its
-    work (both signature checks, the post-simulation accounts) is unchanged by Paywarden's cheaper options."""
+    work (every signature checked, the post-simulation accounts) is unchanged by Paywarden's cheaper options."""
     tx = pay(sandbox, wallets, USDC)
     forged = VersionedTransaction.populate(tx.message, [tx.signatures[0], Keypair().sign_message(b"other")])
 
@@ -167,9 +167,10 @@ def test_with_signatures_verified_the_simulation_skips_only_the_signature_checks
 
 
 def test_litesvm_checks_nothing_but_signatures_with_its_verification(sandbox, wallets):
-    """Skipping LiteSVM's verification loses no other check: with valid signatures, transactions that a node
-    refuses for their accounts (one listed twice, more than a transaction may lock) or their funds get the same
-    outcome either way. Pins the LiteSVM that solders ships: an upgrade that checks more when verifying fails here."""
+    """The sandbox runs LiteSVM with its own verification off (`_precheck` has checked the signatures): that loses
+    no other check. With valid signatures, transactions that a node refuses for their accounts (one listed twice,
+    more than a transaction may lock) or their funds get the same outcome with LiteSVM's verification on as off.
+    Pins the LiteSVM that solders ships: an upgrade that checks more when verifying fails here."""
     def variant(keys, transfer=None):
         m = pay(sandbox, wallets, transfer or USDC).message
         message = MessageV0(m.header, keys(list(m.account_keys)), m.recent_blockhash, list(m.instructions), [])
@@ -185,9 +186,28 @@ def test_litesvm_checks_nothing_but_signatures_with_its_verification(sandbox, wa
         transfer_checked(sandbox, Keypair(), wallets.payer, wallets.merchant.pubkey(), USDC),
     ]
     for tx in cases:
-        verified, trusted = sandbox.simulate(tx), sandbox.simulate(tx, sig_verify=False)
+        trusted = sandbox.simulate(tx)
+        sandbox._svm.with_sigverify(True)  # LiteSVM's own verification, as the sandbox ran it before
+        try:
+            verified = sandbox.simulate(tx)
+        finally:
+            sandbox._svm.with_sigverify(False)
         assert (trusted.err, trusted.logs, trusted.units_consumed) == (verified.err, verified.logs,
                                                                       verified.units_consumed)
+
+
+def test_a_send_without_preflight_still_checks_signatures_and_refuses_a_replay(sandbox, wallets):
+    """The localnet's `skipPreflight` path: with LiteSVM's own verification (and its status cache) off, the
+    sandbox's check is the only one, and it refuses a forged signature and a second landing of one transaction."""
+    tx = pay(sandbox, wallets, USDC)
+    forged = VersionedTransaction.populate(tx.message, [tx.signatures[0], Keypair().sign_message(b"other")])
+    before = balances(sandbox, wallets)
+
+    assert sandbox.send(forged, preflight=False).err == "SignatureFailure"
+    assert balances(sandbox, wallets) == before
+    assert sandbox.send(tx, preflight=False).ok
+    assert sandbox.send(tx, preflight=False).err == "AlreadyProcessed"
+    assert balances(sandbox, wallets)[:2] == (before[0] - USDC, before[1] + USDC)
 
 
 def test_sending_moves_exactly_the_amount_and_charges_the_signature_fee(sandbox, chain, wallets):

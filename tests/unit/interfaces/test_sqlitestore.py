@@ -3,8 +3,11 @@ other store at FULL, and the fsync barrier that runs before any transaction is s
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -17,6 +20,7 @@ from eventsourcing.utils import Environment
 
 from interfaces.adapters.sqlite import (
     DurableSends,
+    GroupFsync,
     LeanApplicationRecorder,
     LeanDatastore,
     SQLiteFactory,
@@ -108,6 +112,80 @@ def test_the_barrier_fsyncs_the_wal_and_the_database_file(tmp_path, monkeypatch)
     synced.clear()
     fsync_database(db)()
     assert synced == [str(db)]
+
+
+class SlowDisk:
+    """An fsync that takes `seconds`, numbering its starts and ends on one clock shared with the callers."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.lock, self.tick, self.syncs = seconds, threading.Lock(), 0, []
+
+    def now(self) -> int:
+        with self.lock:
+            self.tick += 1
+            return self.tick
+
+    def __call__(self) -> None:
+        start = self.now()
+        time.sleep(self.seconds)
+        self.syncs.append((start, self.now()))
+
+
+def test_concurrent_barriers_share_fsyncs_and_none_returns_before_one_that_started_after_its_call():
+    disk = SlowDisk(0.05)
+    barrier = GroupFsync(disk, run=lambda fn: fn())
+    calls: list[tuple[int, int]] = []
+
+    def settle() -> None:
+        called = disk.now()  # the caller's commit is before this
+        barrier()
+        calls.append((called, disk.now()))
+
+    threads = [threading.Thread(target=settle) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert len(calls) == 20
+    for called, returned in calls:
+        assert any(called < start and end < returned for start, end in disk.syncs), (called, returned)
+    assert 1 <= len(disk.syncs) <= 3 and barrier.fsyncs == len(disk.syncs)  # 20 callers, not 20 fsyncs
+
+
+def test_a_barrier_called_after_an_fsync_ended_gets_an_fsync_of_its_own():
+    disk = SlowDisk(0)
+    barrier = GroupFsync(disk, run=lambda fn: fn())
+    barrier()
+    barrier()
+    assert len(disk.syncs) == 2
+
+
+def test_in_a_gevent_worker_the_fsync_leaves_the_other_greenlets_running(tmp_path):
+    """Under gevent's monkey patching the barrier's fsync runs on the hub's thread pool: a greenlet that only
+    needs the hub keeps running while the disk works; run inline, as the barrier was, it does not."""
+    script = """
+from gevent import monkey; monkey.patch_all()
+import gevent, json, time
+from interfaces.adapters.sqlite import GroupFsync
+ticks = []
+def ticker():
+    while True:
+        ticks.append(time.monotonic()); gevent.sleep(0.005)
+blocking_sleep = monkey.get_original("time", "sleep")
+def slow_fsync():
+    blocking_sleep(0.3)  # blocks its thread as a slow disk's fsync does, unpatched
+gevent.spawn(ticker); gevent.sleep(0.02)
+figures = {}
+for name, barrier in (("pool", GroupFsync(slow_fsync)), ("inline", GroupFsync(slow_fsync, run=lambda fn: fn()))):
+    before = len(ticks); barrier(); figures[name] = len(ticks) - before
+print(json.dumps(figures))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["pool"] >= 10 and figures["inline"] <= 1, figures  # inline: the old barrier, the hub held
 
 
 def lean_datastore(tmp_path: Path) -> LeanDatastore:
