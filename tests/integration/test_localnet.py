@@ -370,3 +370,47 @@ def test_a_simulation_asking_for_accounts_still_gets_their_post_simulation_state
     assert value["err"] is None
     amount = value["accounts"][0]["data"]["parsed"]["info"]["tokenAmount"]["amount"]
     assert int(amount) == before + USDC and net.sandbox.token_balance(str(wallets.merchant.pubkey())) == before
+
+
+def test_rpc_chain_sends_a_transaction_once_on_a_connection_the_node_has_not_closed(net, wallets):
+    """`send` goes over the kept-alive connections too, but never twice: an idle connection the node closed is
+    replaced before the send, and a connection lost with the send in flight is a fault, not a second broadcast
+    (a lost answer may hide a landed transaction; a second send would be refused as already processed)."""
+    import socket
+
+    chain = RpcChain(net.url)
+    first = chain.send(bytes(pay(net, wallets, 1)))
+    pool = chain._lean._idle
+    assert len(pool) == 1 and chain.signature_status(first).confirmation is Confirmation.CONFIRMED
+    pool[0].sock.shutdown(socket.SHUT_RDWR)  # the connection drops while idle
+    second = chain.send(bytes(pay(net, wallets, 2)))
+    assert chain.signature_status(second).confirmation is Confirmation.CONFIRMED
+    assert net.sandbox.token_balance(str(wallets.merchant.pubkey())) == 1 + 1 + 2
+
+    received: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_nothing() -> None:  # reads each request and hangs up without an answer
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                request = b""
+                while b"}" not in request:  # the JSON body's end: the whole request read
+                    request += conn.recv(65536) or b"}"
+                received.append(request)
+
+    threading.Thread(target=answer_nothing, daemon=True).start()
+    try:
+        mute = RpcChain(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=2)
+        with pytest.raises(ChainUnavailableError):
+            mute.send(bytes(pay(net, wallets, 3)))
+        assert len(received) == 1 and b"sendTransaction" in received[0]
+        with pytest.raises(ChainUnavailableError):
+            mute.signature_status(second)  # a query is retried once on a new connection
+        assert len(received) == 3
+    finally:
+        listener.close()

@@ -1,17 +1,24 @@
 """A lean JSON-RPC transport for the hot path: pooled keep-alive HTTP/1.1 connections, one `send` per request.
 
 solana-py's `Client` goes through httpx: per call a few thousand Python calls of request/response object churn and
-the headers and the body in separate socket writes (system calls cost ~70 µs on this VM). `verify` makes one chain
-call, `simulateTransaction`, so `RpcChain.simulate` posts solders' own request body through this instead and
-parses the answer with solders, exactly as solana-py would (`_parse_raw`): the same typed results and errors.
+the headers and the body in separate socket writes (system calls cost ~70 µs on this VM). The calls of a verify
+and a settle (`simulateTransaction`, `sendTransaction`, `getSignatureStatuses`, `isBlockhashValid`) post solders'
+own request bodies through this instead and parse the answers with solders, exactly as solana-py would
+(`_parse_raw`): the same typed results and errors. On a settle this halved the API worker's CPU for its chain
+calls (docs/performance.md).
 
-Connections are kept in a LIFO pool (greenlet- and thread-safe: `list.append`/`pop` are atomic); a connection the
-server closed is retried once on a fresh one, since a JSON-RPC simulation has no side effect.
+Connections are kept in a LIFO pool (greenlet- and thread-safe: `list.append`/`pop` are atomic). A call without
+side effects is retried once on a fresh connection when the one it used turns out closed. A broadcast is never
+sent twice by this transport (`retry=False`): a lost answer to `sendTransaction` may hide a transaction that
+landed, and a second send would be refused as already processed and read as a failure. It gets a connection the
+server has not closed instead, and a fault is a `TransportError` (the payment stays submitted; the settle's
+reconciliation asks the chain).
 """
 
 from __future__ import annotations
 
 import http.client
+import select
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -39,12 +46,13 @@ class KeepAliveJsonRpc:
         self._idle: list[http.client.HTTPConnection] = []
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
 
-    def call(self, body: Any, parser: type[T]) -> T:
+    def call(self, body: Any, parser: type[T], *, retry: bool = True) -> T:
         """Send solders' request `body`; its answer parsed by `parser` (a solders response type). Raises
-        `RPCException` with solders' typed error as solana-py does, `TransportError` on transport faults."""
+        `RPCException` with solders' typed error as solana-py does, `TransportError` on transport faults.
+        `retry=False` for a call with side effects: sent at most once, on a connection checked open."""
         payload = body.to_json().encode()
-        for attempt in (1, 2):
-            conn = self._idle.pop() if self._idle else self._connect()
+        for attempt in (1, 2) if retry else (2,):
+            conn = self._open_idle() if not retry else self._idle.pop() if self._idle else self._connect()
             try:
                 conn.request("POST", self._path, body=payload, headers=self._headers)
                 resp = conn.getresponse()
@@ -68,6 +76,19 @@ class KeepAliveJsonRpc:
                 raise RPCException(parsed)
             return parsed
         raise AssertionError("unreachable")
+
+    def _open_idle(self) -> http.client.HTTPConnection:
+        """An idle connection the server has not closed (nothing to read on it while idle), else a new one."""
+        while self._idle:
+            conn = self._idle.pop()
+            try:
+                readable = conn.sock is None or bool(select.select([conn.sock], [], [], 0)[0])
+            except (OSError, ValueError):
+                readable = True
+            if not readable:
+                return conn
+            conn.close()
+        return self._connect()
 
     def _connect(self) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection

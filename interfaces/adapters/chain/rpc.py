@@ -16,18 +16,34 @@ from solana.exceptions import SolanaRpcException
 from solana.rpc.api import Client
 from solana.rpc.commitment import Commitment
 from solana.rpc.core import RPCException
-from solana.rpc.models import TxOpts
 from solders.commitment_config import CommitmentLevel
 from solders.hash import Hash
 from solders.pubkey import Pubkey
-from solders.rpc.config import RpcContextConfig, RpcSimulateTransactionConfig
+from solders.rpc.config import (
+    RpcContextConfig,
+    RpcSendTransactionConfig,
+    RpcSignatureStatusConfig,
+    RpcSimulateTransactionConfig,
+)
 from solders.rpc.errors import (
     InvalidParamsMessage,
     RpcCustomErrorFieldless,
     SendTransactionPreflightFailureMessage,
 )
-from solders.rpc.requests import GetHealth, IsBlockhashValid, SimulateVersionedTransaction
-from solders.rpc.responses import GetHealthResp, IsBlockhashValidResp, SimulateTransactionResp
+from solders.rpc.requests import (
+    GetHealth,
+    GetSignatureStatuses,
+    IsBlockhashValid,
+    SendRawTransaction,
+    SimulateVersionedTransaction,
+)
+from solders.rpc.responses import (
+    GetHealthResp,
+    GetSignatureStatusesResp,
+    IsBlockhashValidResp,
+    SendTransactionResp,
+    SimulateTransactionResp,
+)
 from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 from solders.transaction_status import TransactionConfirmationStatus
@@ -139,7 +155,10 @@ class RpcChain:
             warnings.simplefilter("ignore", DeprecationWarning)
             warnings.simplefilter("ignore", FutureWarning)
             self._client = Client(url, commitment=self._commitment, timeout=timeout)
-        self._lean = KeepAliveJsonRpc(url, timeout=timeout)  # the hot path: simulate (keepalive.py)
+        self._lean = KeepAliveJsonRpc(url, timeout=timeout)  # a verify's and a settle's calls (keepalive.py)
+        self._send_config = RpcSendTransactionConfig(
+            skip_preflight=False, preflight_commitment=CommitmentLevel.from_string(commitment))
+        self._status_config = RpcSignatureStatusConfig(True)  # search the transaction history
         self._simulate_config, self._trusting_config = (RpcSimulateTransactionConfig(
             sig_verify=verify, commitment=CommitmentLevel.from_string(commitment), replace_recent_blockhash=False)
             for verify in (True, False))
@@ -163,13 +182,15 @@ class RpcChain:
         return Simulation(not err, describe_error(err) if err else "", error_code(err), logs)
 
     def send(self, transaction: bytes) -> str:
-        opts = TxOpts(skip_preflight=False, preflight_commitment=self._commitment, skip_confirmation=True)
+        """`sendTransaction` with the node's preflight, as solana-py's `send_raw_transaction` sends it (the same
+        body), over the lean transport, sent once (keepalive.py: a lost answer is a fault, never a second send)."""
+        request = SendRawTransaction(transaction, self._send_config)
         try:
-            resp = self._call(
-                lambda: self._client.send_raw_transaction(transaction, opts=opts), refusable=True
-            )
+            resp = self._call(lambda: self._lean.call(request, SendTransactionResp, retry=False), refusable=True)
         except _Refused as refusal:
             raise SubmissionError(refusal.message) from None
+        if not resp.value:  # solana-py's `_post_send`: an answer without a signature
+            raise ChainUnavailableError("chain answered nonsense: no signature for the sent transaction")
         return str(resp.value)
 
     def signature_status(self, signature: str) -> SignatureStatus:
@@ -177,7 +198,8 @@ class RpcChain:
             sig = Signature.from_string(signature)
         except ValueError:
             return SignatureStatus(Confirmation.UNKNOWN)
-        resp = self._call(lambda: self._client.get_signature_statuses([sig], search_transaction_history=True))
+        request = GetSignatureStatuses([sig], self._status_config)
+        resp = self._call(lambda: self._lean.call(request, GetSignatureStatusesResp))
         status = resp.value[0] if resp.value else None
         if status is None:
             return SignatureStatus(Confirmation.UNKNOWN)
@@ -198,7 +220,7 @@ class RpcChain:
         # solana-py's Client has no isBlockhashValid: send solders' request through its provider.
         config = RpcContextConfig(commitment=CommitmentLevel.from_string(self._commitment))
         request = IsBlockhashValid(value, config)
-        resp = self._call(lambda: self._client._provider.make_request(request, IsBlockhashValidResp))
+        resp = self._call(lambda: self._lean.call(request, IsBlockhashValidResp))
         return bool(resp.value)
 
     def account_exists(self, address: str) -> bool:
