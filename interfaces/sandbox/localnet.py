@@ -11,6 +11,7 @@ after 150 slots as on a cluster; with `slot_ms=None` the caller drives `sandbox.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import socketserver
 import threading
@@ -197,11 +198,16 @@ def serve_localnet(
     host: str = "127.0.0.1", port: int = 8899, sandbox: Sandbox | None = None, *, slot_ms: int | None = 400,
     on_ready: Callable[[LocalnetServer], None] | None = None,
 ) -> None:
-    """Serve until interrupted (Ctrl-C returns); `on_ready` gets the bound server, its `url` and `sandbox`."""
+    """Serve until SIGINT (Ctrl-C) or SIGTERM, then return; `on_ready` gets the bound server, its `url` and
+    `sandbox`. Both signals are handled explicitly: a process started with SIGINT ignored (a background job of a
+    script: `paywarden localnet &`) would otherwise never stop on it, and SIGTERM would skip the clean stop."""
     server = LocalnetServer(host, port, sandbox, slot_ms=slot_ms)
-    if on_ready is not None:
-        on_ready(server)
-    try:
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.default_int_handler)  # raises KeyboardInterrupt in serve_forever
+    try:  # a signal may land as soon as on_ready has said where the localnet listens
+        if on_ready is not None:
+            on_ready(server)
         server.serve_forever()
     except KeyboardInterrupt:
         pass

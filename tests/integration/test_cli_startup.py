@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -124,3 +125,21 @@ def test_bench_reference_compares_settles_side_by_side(tmp_path):
         ("reference", {"200 success": 40}), ("paywarden", {"200 success": 40})]
     assert all(run["cpu_ms_per_request_total"] > 0 for run in summary["runs"])
     assert "CPU per settle" in done.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_paywarden_localnet_stops_on_a_signal_even_when_started_with_sigint_ignored(sig):
+    """A background job of a script starts with SIGINT ignored (POSIX shells do so without job control); the
+    localnet handles SIGINT and SIGTERM itself, so either stops it cleanly (it used to run on, ignoring SIGINT)."""
+    port = closed_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "interfaces.cli.main", "localnet", "--port", str(port)], stdout=subprocess.PIPE,
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert "localnet listening" in (process.stdout.readline() if process.stdout else "")
+        process.send_signal(sig)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
