@@ -16,6 +16,7 @@ outbox and audit log views) keeps `FULL`.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import sys
@@ -281,6 +282,60 @@ def off_the_event_loop(fn: Callable[[], None]) -> None:
         gevent.get_hub().threadpool.apply(fn)
     else:
         fn()
+
+
+class BackgroundCheckpoints:
+    """A SQLite database's WAL copied back into its main file by another process, so that the writer's own
+    checkpoints find almost nothing left to do.
+
+    SQLite checkpoints in the commit that takes the WAL past `wal_autocheckpoint` pages (1,000), in the committing
+    connection: in the API worker, on the gevent hub, every request of the worker waiting. What a checkpoint costs
+    grows with the history: the payments' `(originator_id, originator_version)` index is keyed by random UUIDs, so
+    on a store of a million events the pages a thousand WAL frames hold are a thousand pages scattered over the
+    file, each written and synced (docs/performance.md, "Item 3"). Here a thread of the projection worker runs a
+    PASSIVE checkpoint every `interval` seconds on a connection of its own: PASSIVE blocks neither writers nor
+    readers (it copies the frames no reader still needs, then syncs the file), so the pages are written and synced
+    out of every request's way. The writer's automatic checkpoint stays as it was, the safety valve and the one
+    that lets SQLite start the WAL over (a log is restarted only once a checkpoint has copied all of it, which a
+    checkpointer racing a busy writer rarely does): it now copies only the frames appended since the last pass.
+
+    Durability is unchanged: a checkpoint at `synchronous=NORMAL` syncs the WAL before copying and the main file
+    after, as the writer's own does, and a checkpoint never loses or reorders a commit.
+    """
+
+    def __init__(self, db_path: Path, interval: float = 0.02) -> None:
+        self.db_path, self.interval = Path(db_path), interval
+        self.passes = 0  # checkpoints run
+        self.last: tuple[int, int, int] | None = None  # the last one's (busy, frames in the WAL, frames copied)
+
+    def run(self, stop: threading.Event) -> None:
+        """Until `stop`: a checkpoint every `interval`. A database not made yet is waited for; an error is logged,
+        and the next pass tries again on a new connection."""
+        conn: sqlite3.Connection | None = None
+        try:
+            while not stop.wait(self.interval):
+                try:
+                    conn = conn or self._connect()
+                    if conn is not None:
+                        self.last = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                        self.passes += 1
+                except sqlite3.Error:
+                    logging.getLogger("paywarden.checkpoints").exception("checkpointing %s failed", self.db_path)
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    stop.wait(1.0)  # a broken database is not retried fifty times a second
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _connect(self) -> sqlite3.Connection | None:
+        if not self.db_path.exists():
+            return None  # never create the database: it is the writer's to make
+        conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=0)
+        conn.execute("PRAGMA synchronous=NORMAL")  # a checkpoint syncs the WAL, then the main file
+        return conn
 
 
 class DurableSends:

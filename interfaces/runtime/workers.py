@@ -12,14 +12,17 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from application.listings import Listings
 from application.ports import ReceivedPayments
 from domain.payment import Payment
+from interfaces.adapters.postgres import is_postgres
 from interfaces.adapters.redis import RedisResultCacheView
-from interfaces.container import Container
+from interfaces.adapters.sqlite import BackgroundCheckpoints
+from interfaces.container import PAYMENTS_STORE, Container, store_env
 from interfaces.runtime.followup import follow_up_pending
 from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
@@ -85,6 +88,12 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
         # (interfaces/runtime/followup.py).
         threads.append(threading.Thread(target=follow_up_pending, args=(container, stop), name="settlement-followup",
                                         daemon=True))
+        if not is_postgres(container.config.database_url):
+            # The payments store's WAL checkpointed here, out of the API worker's requests (interfaces/adapters/
+            # sqlite.py, BackgroundCheckpoints).
+            checkpoints = BackgroundCheckpoints(Path(store_env(container.config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
+            threads.append(threading.Thread(target=checkpoints.run, args=(stop,), name="payments-checkpoints",
+                                            daemon=True))
     for thread in threads:
         thread.start()
     stop.wait()

@@ -19,6 +19,7 @@ from eventsourcing.persistence import ConnectionPoolClosedError, InfrastructureF
 from eventsourcing.utils import Environment
 
 from interfaces.adapters.sqlite import (
+    BackgroundCheckpoints,
     DurableSends,
     GroupFsync,
     LeanApplicationRecorder,
@@ -196,6 +197,90 @@ def lean_datastore(tmp_path: Path) -> LeanDatastore:
         cursor.execute("CREATE TABLE counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL)")
         cursor.execute("INSERT INTO counters VALUES ('a', 0)")
     return factory.datastore
+
+
+def wal_writer(path: Path) -> sqlite3.Connection:
+    """A writer as the API worker's, but with no checkpoints of its own: whatever reaches the main file was
+    copied there by someone else."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, body BLOB)")
+    return conn
+
+
+def rows_in_the_main_file_alone(path: Path, tmp_path: Path) -> int:
+    """The rows a copy of the main file holds without its WAL."""
+    alone = tmp_path / "alone.db"
+    alone.write_bytes(path.read_bytes())
+    with sqlite3.connect(alone) as conn:
+        try:
+            return conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        except sqlite3.OperationalError:  # not even the table: it is still only in the WAL
+            return 0
+
+
+def test_background_checkpoints_copy_a_writers_commits_into_the_main_file_while_it_writes(tmp_path):
+    path = tmp_path / "payments.db"
+    writer = wal_writer(path)
+    checkpoints = BackgroundCheckpoints(path, interval=0.005)
+    stop = threading.Event()
+    thread = threading.Thread(target=checkpoints.run, args=(stop,))
+    thread.start()
+    try:
+        for i in range(300):
+            writer.execute("INSERT INTO events (body) VALUES (?)", (os.urandom(3000),))
+            if i % 50 == 0:
+                time.sleep(0.02)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and rows_in_the_main_file_alone(path, tmp_path) < 300:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+    assert rows_in_the_main_file_alone(path, tmp_path) == 300
+    assert checkpoints.passes > 1
+    busy, frames, copied = checkpoints.last
+    assert busy == 0 and frames > 0 and copied == frames  # the whole WAL copied: the writer may start it over
+    size = Path(f"{path}-wal").stat().st_size
+    for _ in range(50):  # and it does: the log is written from its start again instead of growing
+        writer.execute("INSERT INTO events (body) VALUES (?)", (os.urandom(3000),))
+    assert Path(f"{path}-wal").stat().st_size == size
+    writer.close()
+
+
+def test_without_background_checkpoints_such_a_writers_commits_stay_in_the_wal(tmp_path):
+    """The control of the test above: the copy in the main file is the checkpointer's doing."""
+    path = tmp_path / "payments.db"
+    writer = wal_writer(path)
+    for _ in range(300):
+        writer.execute("INSERT INTO events (body) VALUES (?)", (os.urandom(3000),))
+    time.sleep(0.1)
+    assert rows_in_the_main_file_alone(path, tmp_path) == 0
+    writer.close()
+
+
+def test_background_checkpoints_wait_for_the_database_and_never_create_it(tmp_path):
+    path = tmp_path / "payments.db"
+    checkpoints = BackgroundCheckpoints(path, interval=0.005)
+    stop = threading.Event()
+    thread = threading.Thread(target=checkpoints.run, args=(stop,))
+    thread.start()
+    try:
+        time.sleep(0.1)
+        assert not path.exists() and checkpoints.passes == 0
+        writer = wal_writer(path)
+        writer.execute("INSERT INTO events (body) VALUES (x'00')")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and rows_in_the_main_file_alone(path, tmp_path) < 1:
+            time.sleep(0.01)
+        assert rows_in_the_main_file_alone(path, tmp_path) == 1
+        writer.close()
+    finally:
+        stop.set()
+        thread.join(5)
 
 
 def test_transactions_one_after_another_share_one_connection(tmp_path):
