@@ -41,6 +41,7 @@ from interfaces.adapters.secrets import BoxedSecrets
 from interfaces.adapters.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
 from interfaces.adapters.sqlite import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
 from interfaces.adapters.sqlite import SYNCHRONOUS as SQLITE_SYNCHRONOUS
+from interfaces.adapters.sqlite import WAL_AUTOCHECKPOINT as SQLITE_WAL_AUTOCHECKPOINT
 from interfaces.adapters.sqlite import LeanDatastore, durable_sends
 from interfaces.config import Config, ConfigError
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
@@ -59,6 +60,12 @@ PAYMENTS_STORE = "payments"
 # once, even after a power cut), the console (key last-use times are not events), the webhook outbox (delivery
 # state) nor the audit log (signed checkpoints).
 DERIVED_VIEWS = ("payment_list", "merchant_activity", "result_cache")
+# The payments store's automatic checkpoint, in the committing request of the API worker, every this many WAL pages
+# (~80 MB) instead of SQLite's 1,000: the projection worker copies the WAL back every 20 ms
+# (interfaces/adapters/sqlite.py, BackgroundCheckpoints), so the API's own checkpoints find little to copy, and
+# fewer of them means fewer fsyncs on the worker's hub queued behind the read models' writes (docs/performance.md,
+# "sixth pass").
+PAYMENTS_WAL_AUTOCHECKPOINT = 20_000
 
 
 def store_env(config: Config, name: str) -> dict[str, str]:
@@ -69,7 +76,7 @@ def store_env(config: Config, name: str) -> dict[str, str]:
                             timeout_seconds=config.database_timeout_seconds)
     directory = sqlite_dir(config)
     directory.mkdir(parents=True, exist_ok=True)
-    return {
+    env = {
         "PERSISTENCE_MODULE": SQLITE_FACTORY_TOPIC,
         "SQLITE_DBNAME": str(directory / f"{name}.db"),
         "SQLITE_LOCK_TIMEOUT": "30",
@@ -77,6 +84,9 @@ def store_env(config: Config, name: str) -> dict[str, str]:
         # else FULL (docs/performance.md)
         SQLITE_SYNCHRONOUS: "NORMAL" if name in (PAYMENTS_STORE, *DERIVED_VIEWS) else "FULL",
     }
+    if name == PAYMENTS_STORE:  # the projection worker checkpoints it (BackgroundCheckpoints); the API's own
+        env[SQLITE_WAL_AUTOCHECKPOINT] = str(PAYMENTS_WAL_AUTOCHECKPOINT)  # checkpoints, on its hub, come seldom
+    return env
 
 
 def sqlite_dir(config: Config) -> Path:

@@ -46,6 +46,7 @@ from eventsourcing.utils import Environment
 
 FACTORY_TOPIC = "interfaces.adapters.sqlite:SQLiteFactory"
 SYNCHRONOUS = "SQLITE_SYNCHRONOUS"
+WAL_AUTOCHECKPOINT = "SQLITE_WAL_AUTOCHECKPOINT"  # pages; SQLite's own default (1,000) when unset
 LEVELS = ("FULL", "NORMAL")
 
 
@@ -82,7 +83,8 @@ class LeanApplicationRecorder(sqlite.SQLiteApplicationRecorder):
 
 class SQLiteFactory(sqlite.SQLiteFactory):
     """eventsourcing's SQLite factory over a `LeanDatastore`, its applications on a `LeanApplicationRecorder`; each
-    new connection runs `PRAGMA synchronous=<SQLITE_SYNCHRONOUS>`."""
+    new connection runs `PRAGMA synchronous=<SQLITE_SYNCHRONOUS>` and, when set, `PRAGMA
+    wal_autocheckpoint=<SQLITE_WAL_AUTOCHECKPOINT>`."""
 
     application_recorder_class = LeanApplicationRecorder
 
@@ -92,9 +94,13 @@ class SQLiteFactory(sqlite.SQLiteFactory):
         if level not in LEVELS:
             raise OSError(f"{SYNCHRONOUS} must be one of {', '.join(LEVELS)}, got {level!r}")
         self.synchronous = level
+        autocheckpoint = (self.env.get(WAL_AUTOCHECKPOINT) or "").strip()
+        if autocheckpoint and not (autocheckpoint.isdigit() and int(autocheckpoint) > 0):
+            raise OSError(f"{WAL_AUTOCHECKPOINT} must be a number of pages above 0, got {autocheckpoint!r}")
         library = self.datastore  # built from the environment by the library; it has opened no connection yet
         self.datastore = LeanDatastore(
             library.pool.db_name, synchronous=level, lock_timeout=library.pool.lock_timeout,
+            wal_autocheckpoint=int(autocheckpoint) if autocheckpoint else None,
             single_row_tracking=library.single_row_tracking, originator_id_type=library.originator_id_type,
         )
         library.close()
@@ -115,9 +121,10 @@ class LeanDatastore(sqlite.SQLiteDatastore):
     synchronous level; an in-memory database keeps the library's pool (it needs its reader-writer exclusion).
     """
 
-    def __init__(self, db_name: str, *, synchronous: str = "FULL", **kwargs: Any) -> None:
+    def __init__(self, db_name: str, *, synchronous: str = "FULL", wal_autocheckpoint: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(db_name, **kwargs)
-        self.synchronous = synchronous
+        self.synchronous, self.wal_autocheckpoint = synchronous, wal_autocheckpoint
         self._idle: list[sqlite.SQLiteConnection] = []
         self._writer = threading.Lock()  # gevent's when the worker is patched: a waiting writer yields
         self._closed = False
@@ -189,6 +196,8 @@ class LeanDatastore(sqlite.SQLiteDatastore):
                 pool.journal_mode_was_changed_to_wal = True
             pool.is_journal_mode_wal = True
         c.execute(f"PRAGMA synchronous={self.synchronous}")
+        if self.wal_autocheckpoint is not None:
+            c.execute(f"PRAGMA wal_autocheckpoint={int(self.wal_autocheckpoint)}")
         c.row_factory = sqlite3.Row
         return sqlite.SQLiteConnection(sqlite_conn=c, max_age=None)
 

@@ -88,12 +88,13 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
         # (interfaces/runtime/followup.py).
         threads.append(threading.Thread(target=follow_up_pending, args=(container, stop), name="settlement-followup",
                                         daemon=True))
-        if not is_postgres(container.config.database_url):
-            # The payments store's WAL checkpointed here, out of the API worker's requests (interfaces/adapters/
-            # sqlite.py, BackgroundCheckpoints).
-            checkpoints = BackgroundCheckpoints(Path(store_env(container.config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
-            threads.append(threading.Thread(target=checkpoints.run, args=(stop,), name="payments-checkpoints",
-                                            daemon=True))
+    if not is_postgres(container.config.database_url):
+        # The payments store's WAL checkpointed here, out of the API worker's requests, by every projection worker
+        # (two at once are harmless: one of two concurrent checkpoints finds the other's lock and skips a pass);
+        # interfaces/adapters/sqlite.py, BackgroundCheckpoints.
+        checkpoints = BackgroundCheckpoints(Path(store_env(container.config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
+        threads.append(threading.Thread(target=checkpoints.run, args=(stop,), name="payments-checkpoints",
+                                        daemon=True))
     for thread in threads:
         thread.start()
     stop.wait()

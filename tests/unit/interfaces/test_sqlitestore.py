@@ -59,6 +59,26 @@ def test_an_unknown_synchronous_level_is_refused(tmp_path):
         InfrastructureFactory.construct(env=Environment("payments", env))
 
 
+def autocheckpoint_of(tmp_path: Path, name: str) -> int:
+    factory = InfrastructureFactory.construct(env=Environment(name, store_env(Config(data_dir=tmp_path), name)))
+    with factory.datastore.transaction(commit=False) as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint")
+        return cursor.fetchone()[0]
+
+
+def test_only_the_payments_store_checkpoints_seldom_in_its_writer_the_projection_worker_does_it_often(tmp_path):
+    assert autocheckpoint_of(tmp_path, "payments") == 20_000
+    for name in ("payment_list", "result_cache", "merchants", "accounts", "catalog", "audit_log"):
+        assert autocheckpoint_of(tmp_path, name) == 1000, name  # SQLite's own
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "lots"])
+def test_a_wal_autocheckpoint_that_is_not_a_number_of_pages_is_refused(tmp_path, value):
+    env = {**store_env(Config(data_dir=tmp_path), "payments"), "SQLITE_WAL_AUTOCHECKPOINT": value}
+    with pytest.raises(OSError, match="SQLITE_WAL_AUTOCHECKPOINT must be a number of pages above 0"):
+        InfrastructureFactory.construct(env=Environment("payments", env))
+
+
 class Inner:
     def __init__(self, log: list[str]) -> None:
         self.log = log
