@@ -297,16 +297,18 @@ class BackgroundCheckpoints:
     """A SQLite database's WAL copied back into its main file by another process, so that the writer's own
     checkpoints find almost nothing left to do.
 
-    SQLite checkpoints in the commit that takes the WAL past `wal_autocheckpoint` pages (1,000), in the committing
-    connection: in the API worker, on the gevent hub, every request of the worker waiting. What a checkpoint costs
-    grows with the history: the payments' `(originator_id, originator_version)` index is keyed by random UUIDs, so
-    on a store of a million events the pages a thousand WAL frames hold are a thousand pages scattered over the
-    file, each written and synced (docs/performance.md, "Item 3"). Here a thread of the projection worker runs a
-    PASSIVE checkpoint every `interval` seconds on a connection of its own: PASSIVE blocks neither writers nor
-    readers (it copies the frames no reader still needs, then syncs the file), so the pages are written and synced
-    out of every request's way. The writer's automatic checkpoint stays as it was, the safety valve and the one
-    that lets SQLite start the WAL over (a log is restarted only once a checkpoint has copied all of it, which a
-    checkpointer racing a busy writer rarely does): it now copies only the frames appended since the last pass.
+    SQLite checkpoints in the commit that takes the WAL past `wal_autocheckpoint` pages (1,000 by default), in the
+    committing connection: in the API worker, on the gevent hub, every request of the worker waiting. What a
+    checkpoint costs grows with the history: the payments' `(originator_id, originator_version)` index is keyed by
+    random UUIDs, so on a store of a million events the pages a thousand WAL frames hold are a thousand pages
+    scattered over the file, each written and synced (docs/performance.md, "Item 3"). Here a thread of every
+    projection worker runs a PASSIVE checkpoint every `interval` seconds on a connection of its own: PASSIVE blocks
+    neither writers nor readers (it copies the frames no reader still needs, then syncs the file), so the pages are
+    written and synced out of every request's way. The writer's automatic checkpoint stays, every 20,000 pages on
+    the payments store (container.py, `PAYMENTS_WAL_AUTOCHECKPOINT`): the safety valve, and the one that lets
+    SQLite start the WAL over (a log is restarted only once a checkpoint has copied all of it, which a checkpointer
+    racing a busy writer rarely does). It copies only the frames appended since the last pass, and comes seldom:
+    each of its fsyncs holds the hub, and queues behind whatever the read models are writing to the same disk.
 
     Durability is unchanged: a checkpoint at `synchronous=NORMAL` syncs the WAL before copying and the main file
     after, as the writer's own does, and a checkpoint never loses or reorders a commit.
