@@ -21,6 +21,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,9 +192,7 @@ class LeanDatastore(sqlite.SQLiteDatastore):
         except (sqlite3.Error, TypeError) as e:
             raise InterfaceError(e) from e
         if not pool.is_journal_mode_wal:
-            if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                c.execute("PRAGMA journal_mode=WAL")
-                pool.journal_mode_was_changed_to_wal = True
+            _switch_to_wal(c, pool)
             pool.is_journal_mode_wal = True
         c.execute(f"PRAGMA synchronous={self.synchronous}")
         if self.wal_autocheckpoint is not None:
@@ -206,6 +205,23 @@ class LeanDatastore(sqlite.SQLiteDatastore):
         while self._idle:
             self._idle.pop().close()
         super().close()
+
+
+def _switch_to_wal(c: sqlite3.Connection, pool: Any, tries: int = 100) -> None:
+    """The database in WAL mode, as the library's pool puts it. Two connections that find a new database in rollback
+    mode at the same moment both ask for WAL, and SQLite answers one of them "database is locked" at once, without
+    waiting out the busy timeout (escalating a shared lock, it refuses rather than risk a deadlock): that one looks
+    again, and finds WAL set by the other."""
+    for attempt in range(tries):
+        try:
+            if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                c.execute("PRAGMA journal_mode=WAL")
+                pool.journal_mode_was_changed_to_wal = True
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == tries - 1:
+                raise
+            time.sleep(0.01)
 
 
 # sqlite3's errors as eventsourcing raises them (`SQLiteTransaction.__exit__`), the more specific first.
