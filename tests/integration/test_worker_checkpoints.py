@@ -4,7 +4,6 @@ own, so the API worker's automatic checkpoints find almost nothing left to copy 
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -13,17 +12,9 @@ import pytest
 
 from interfaces.container import PAYMENTS_STORE, store_env
 from interfaces.runtime import workers
+from tests.sqlite_files import events_in_the_main_file_alone
 
 EMBEDDED = pytest.mark.parametrize("store", ["embedded"], indirect=True)
-
-
-def events_in_the_main_file_alone(db: Path, tmp_path: Path) -> int:
-    alone = tmp_path / "alone.db"
-    alone.write_bytes(db.read_bytes())  # the main file without its WAL
-    with sqlite3.connect(alone) as conn:
-        tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return sum(conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in tables
-                   if name.endswith("events"))
 
 
 @EMBEDDED
@@ -45,5 +36,4 @@ def test_the_projection_worker_checkpoints_the_payments_store_the_api_wrote(gate
         worker.join(10)
     assert not worker.is_alive()
     assert after >= before + 6  # every verify's Received and Approved, copied by the worker
-    assert any(thread.name == "payments-checkpoints" for thread in threading.enumerate()) is False
-
+    assert not any(thread.name == "payments-checkpoints" for thread in threading.enumerate())

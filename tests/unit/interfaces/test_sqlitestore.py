@@ -29,6 +29,7 @@ from interfaces.adapters.sqlite import (
 )
 from interfaces.config import Config
 from interfaces.container import store_env
+from tests.sqlite_files import events_in_the_main_file_alone
 
 SYNCHRONOUS = {1: "NORMAL", 2: "FULL"}
 
@@ -259,17 +260,6 @@ def wal_writer(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def rows_in_the_main_file_alone(path: Path, tmp_path: Path) -> int:
-    """The rows a copy of the main file holds without its WAL."""
-    alone = tmp_path / "alone.db"
-    alone.write_bytes(path.read_bytes())
-    with sqlite3.connect(alone) as conn:
-        try:
-            return conn.execute("SELECT count(*) FROM events").fetchone()[0]
-        except sqlite3.OperationalError:  # not even the table: it is still only in the WAL
-            return 0
-
-
 def test_background_checkpoints_copy_a_writers_commits_into_the_main_file_while_it_writes(tmp_path):
     path = tmp_path / "payments.db"
     writer = wal_writer(path)
@@ -283,13 +273,13 @@ def test_background_checkpoints_copy_a_writers_commits_into_the_main_file_while_
             if i % 50 == 0:
                 time.sleep(0.02)
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and rows_in_the_main_file_alone(path, tmp_path) < 300:
+        while time.monotonic() < deadline and events_in_the_main_file_alone(path, tmp_path) < 300:
             time.sleep(0.01)
     finally:
         stop.set()
         thread.join(5)
     assert not thread.is_alive()
-    assert rows_in_the_main_file_alone(path, tmp_path) == 300
+    assert events_in_the_main_file_alone(path, tmp_path) == 300
     assert checkpoints.passes > 1
     busy, frames, copied = checkpoints.last
     assert busy == 0 and frames > 0 and copied == frames  # the whole WAL copied: the writer may start it over
@@ -307,7 +297,7 @@ def test_without_background_checkpoints_such_a_writers_commits_stay_in_the_wal(t
     for _ in range(300):
         writer.execute("INSERT INTO events (body) VALUES (?)", (os.urandom(3000),))
     time.sleep(0.1)
-    assert rows_in_the_main_file_alone(path, tmp_path) == 0
+    assert events_in_the_main_file_alone(path, tmp_path) == 0
     writer.close()
 
 
@@ -323,9 +313,9 @@ def test_background_checkpoints_wait_for_the_database_and_never_create_it(tmp_pa
         writer = wal_writer(path)
         writer.execute("INSERT INTO events (body) VALUES (x'00')")
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and rows_in_the_main_file_alone(path, tmp_path) < 1:
+        while time.monotonic() < deadline and events_in_the_main_file_alone(path, tmp_path) < 1:
             time.sleep(0.01)
-        assert rows_in_the_main_file_alone(path, tmp_path) == 1
+        assert events_in_the_main_file_alone(path, tmp_path) == 1
         writer.close()
     finally:
         stop.set()
