@@ -239,7 +239,15 @@ def parser() -> argparse.ArgumentParser:
                                                    "long history, side by side")
     history_arguments(bh)
     bh.set_defaults(func=lambda args: import_module("interfaces.cli.bench_history").run(args))
-    _note_store_in_help(commands, skip={"localnet", "faucet", "bench", "bench-reference", "bench-history"})
+
+    from interfaces.cli.bench_floor import add_arguments as floor_arguments
+
+    bf = commands.add_parser("bench-floor", help="the CPU of a verify's chain work alone, in one process: the "
+                                                 "ceiling of one core, beside the reference's own verify")
+    floor_arguments(bf)
+    bf.set_defaults(func=lambda args: import_module("interfaces.cli.bench_floor").run(args))
+    _note_store_in_help(commands, skip={"localnet", "faucet", "bench", "bench-reference", "bench-history",
+                                                  "bench-floor"})
     return p
 
 
