@@ -59,6 +59,24 @@ class CompactRange:
         self._stack.append((size, node))
         self.size += 1
 
+    @classmethod
+    def resumed(cls, size: int, hashes: Sequence[bytes]) -> CompactRange:
+        """The compact range of a tree of `size` leaves from its perfect subtrees' roots (`hashes()`, largest
+        first): one subtree per bit set in `size`, so the roots alone say which subtree each is."""
+        if size < 0:
+            raise ProofError(f"a tree cannot have {size} leaves")
+        sizes = [1 << bit for bit in reversed(range(size.bit_length())) if size >> bit & 1]
+        if len(hashes) != len(sizes):
+            raise ProofError(f"a tree of {size} leaves has {len(sizes)} perfect subtrees, not {len(hashes)}")
+        _sizes(*hashes)
+        compact = cls()
+        compact.size, compact._stack = size, list(zip(sizes, hashes, strict=True))
+        return compact
+
+    def hashes(self) -> list[bytes]:
+        """The perfect subtrees' roots, largest first: with `size`, all `resumed` needs."""
+        return [node for _, node in self._stack]
+
     def root(self) -> bytes:
         """MTH of the leaves appended so far: the perfect subtrees merged right to left."""
         if not self._stack:

@@ -26,6 +26,9 @@ class AuditLogView(SqlView):
         "position BIGINT NOT NULL, leaf TEXT NOT NULL, UNIQUE (application, position))",
         "CREATE TABLE IF NOT EXISTS audit_checkpoints (size BIGINT PRIMARY KEY, note TEXT NOT NULL, "
         "recorded_at TEXT NOT NULL)",
+        # Beside a checkpoint, its tree's compact range (the perfect subtrees' roots, hex, largest first): a
+        # process's first checkpoint resumes from it instead of reading every leaf again.
+        "CREATE TABLE IF NOT EXISTS audit_ranges (size BIGINT PRIMARY KEY, hashes TEXT NOT NULL)",
     )
 
     def append(self, tracking: Tracking, leaf: bytes) -> None:
@@ -73,14 +76,27 @@ class AuditLogView(SqlView):
                          (size,))
         return [(int(r[0]), r[1], int(r[2]), bytes.fromhex(r[3])) for r in rows]
 
-    def record_checkpoint(self, size: int, note: str, recorded_at: str) -> bool:
-        """Keep a signed checkpoint; False when one of that size is kept already."""
+    def record_checkpoint(self, size: int, note: str, recorded_at: str, hashes: Sequence[bytes] | None = None) -> bool:
+        """Keep a signed checkpoint and, when given, its tree's compact range, in one transaction; False when a
+        checkpoint of that size is kept already."""
         with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql("SELECT 1 FROM audit_checkpoints WHERE size = ?"), (size,))
             if c.fetchall():
                 return False
             c.execute(self.sql("INSERT INTO audit_checkpoints VALUES (?, ?, ?)"), (size, note, recorded_at))
+            if hashes is not None:
+                c.execute(self.sql("INSERT INTO audit_ranges VALUES (?, ?)"), (size, b"".join(hashes).hex()))
         return True
+
+    def latest_range(self, size: int) -> tuple[int, list[bytes], str] | None:
+        """The largest kept checkpoint of at most `size` leaves that has its compact range: (size, the range's
+        hashes, the signed note)."""
+        rows = self.rows("SELECT r.size, r.hashes, c.note FROM audit_ranges r JOIN audit_checkpoints c "
+                         "ON c.size = r.size WHERE r.size <= ? ORDER BY r.size DESC LIMIT 1", (size,))
+        if not rows:
+            return None
+        raw = bytes.fromhex(rows[0][1])
+        return int(rows[0][0]), [raw[i:i + 32] for i in range(0, len(raw), 32)], rows[0][2]
 
     def checkpoints(self) -> list[tuple[int, str, str]]:
         """(size, note, recorded_at) of every kept checkpoint, smallest first."""

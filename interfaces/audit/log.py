@@ -24,7 +24,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError
 
 from domain import merkle
-from domain.checkpoint import Checkpoint, NoteError, VerifierKey
+from domain.checkpoint import Checkpoint, NoteError, VerifierKey, open_note, parse_checkpoint
 from domain.log_entry import EntryError, LogEntry
 from interfaces.audit.history import plain_state
 from interfaces.audit.signing import CheckpointSigner, load_signer
@@ -121,19 +121,41 @@ class AuditLog:
     def checkpoint(self, signer: CheckpointSigner | None = None) -> tuple[int, str]:
         """Sign the tree as it is now; (size, note). A checkpoint of an unchanged size is returned, not re-signed.
         The root comes from a compact range kept in this object: only the leaves added since the last checkpoint
-        are read (the first checkpoint of a process reads them all once)."""
+        are read. A process's first checkpoint resumes from the range kept with the latest checkpoint (`_resume`),
+        so what it reads does not grow with the log's history either."""
         size = self.view.size()
         if kept := self.view.checkpoint_of(size):
             return kept
         if self._range is None or self._range.size > size:
-            self._range = merkle.CompactRange()
+            self._range = self._resume(size)
         for start in range(self._range.size, size, LEAVES_BATCH):
             for leaf in self.view.leaves_between(start, min(start + LEAVES_BATCH, size)):
                 self._range.append(leaf)
         signer = signer or self.signer()
         note = signer.sign(Checkpoint(signer.name, size, self._range.root()))
-        self.view.record_checkpoint(size, note, datetime.now(UTC).isoformat())
+        self.view.record_checkpoint(size, note, datetime.now(UTC).isoformat(), self._range.hashes())
         return size, note
+
+    def _resume(self, size: int) -> merkle.CompactRange:
+        """The compact range kept with the largest checkpoint of at most `size` leaves, when it gives the root
+        that checkpoint's note signed; otherwise (none kept, or one that does not agree) an empty range, and
+        every leaf is read again."""
+        kept = self.view.latest_range(size)
+        if kept is None:
+            return merkle.CompactRange()
+        kept_size, hashes, note = kept
+        try:
+            compact = merkle.CompactRange.resumed(kept_size, hashes)
+            signed = parse_checkpoint(open_note(note)[0])
+        except (merkle.ProofError, NoteError) as bad:
+            log.warning("the compact range kept at audit checkpoint %d is unusable (%s): reading every leaf",
+                        kept_size, bad)
+            return merkle.CompactRange()
+        if (signed.size, signed.root) != (kept_size, compact.root()):
+            log.warning("the compact range kept at audit checkpoint %d does not give the root it signed: reading "
+                        "every leaf", kept_size)
+            return merkle.CompactRange()
+        return compact
 
     # -- exporting ------------------------------------------------------------------------------------------
 

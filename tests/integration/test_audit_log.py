@@ -9,6 +9,8 @@ import shutil
 import pytest
 from solders.keypair import Keypair
 
+from domain import merkle
+from domain.checkpoint import open_note, parse_checkpoint
 from domain.networks import DEVNET
 from interfaces.audit.log import AuditLog
 from interfaces.audit.signing import CheckpointSigner
@@ -293,6 +295,55 @@ def test_the_follower_trails_the_writers_and_signs_checkpoints_on_its_interval(l
         audit.close()
     status, out, _ = run(capsys, "audit", "verify", str(export(capsys, gateway.container.config.data_dir.parent)))
     assert status == 0, out
+
+
+def _reading(audit: AuditLog) -> list[tuple[int, int]]:
+    """Records the ranges of leaves `audit` reads from its view."""
+    read: list[tuple[int, int]] = []
+    leaves_between = audit.view.leaves_between
+
+    def spied(start: int, end: int) -> list[bytes]:
+        read.append((start, end))
+        return leaves_between(start, end)
+
+    audit.view.leaves_between = spied  # type: ignore[method-assign]
+    return read
+
+
+def test_a_new_process_checkpoints_from_the_kept_range_reading_only_the_new_leaves(logged, caplog):
+    gateway, _, _ = logged
+    config = load_config()
+    signer = CheckpointSigner.generate("paywarden.test/audit")
+    first = AuditLog.open(config)
+    first.catch_up()
+    kept, _ = first.checkpoint(signer)
+    first.close()
+    assert gateway.post("/settle", gateway.body(amount=USDC // 10)).status_code == 200
+
+    later = AuditLog.open(config)  # as the projection worker after a restart: nothing kept in memory
+    later.catch_up()
+    read = _reading(later)
+    size, note = later.checkpoint(signer)
+    assert size > kept
+    assert read == [(kept, size)]  # the history before the kept checkpoint is not read again
+    whole = merkle.root(later.view.leaves(size))
+    assert parse_checkpoint(open_note(note)[0]).root == whole
+    later.close()
+
+    # A kept range that does not give its checkpoint's signed root is not trusted: every leaf is read again.
+    assert gateway.post("/settle", gateway.body(amount=USDC // 10)).status_code == 200
+    view = AuditLog.open(config).view
+    with view.datastore.transaction(commit=True) as c:
+        c.execute(view.sql("UPDATE audit_ranges SET hashes = ? WHERE size = ?"),
+                  ("00" * 32 * bin(size).count("1"), size))
+    third = AuditLog.open(config)
+    third.catch_up()
+    read = _reading(third)
+    grown, note = third.checkpoint(signer)
+    assert read[0][0] == 0 and read[-1][1] == grown > size
+    assert parse_checkpoint(open_note(note)[0]).root == merkle.root(third.view.leaves(grown))
+    assert "does not give the root it signed" in caplog.text
+    third.close()
 
 
 def test_production_without_a_signing_key_refuses_to_checkpoint_with_a_message(logged, capsys, monkeypatch):

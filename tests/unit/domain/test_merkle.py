@@ -173,3 +173,26 @@ def test_a_compact_range_gives_the_root_of_every_prefix_without_the_leaves_again
     for n, leaf in enumerate(leaves, start=1):
         compact.append(leaf)
         assert compact.size == n and compact.root() == root(leaves[:n])
+
+
+def test_a_compact_range_resumed_from_its_hashes_goes_on_as_the_original():
+    from domain.merkle import CompactRange, ProofError, leaf_hash, root
+
+    leaves = [leaf_hash(bytes([i])) for i in range(40)]
+    for kept in range(len(leaves)):
+        original = CompactRange()
+        for leaf in leaves[:kept]:
+            original.append(leaf)
+        resumed = CompactRange.resumed(kept, original.hashes())
+        assert len(original.hashes()) == bin(kept).count("1")
+        assert resumed.size == kept and resumed.root() == original.root()
+        for leaf in leaves[kept:]:
+            resumed.append(leaf)
+        assert resumed.root() == root(leaves), kept
+    hashes = CompactRange.resumed(0, []).hashes()
+    assert hashes == []
+    three = [leaf_hash(b"a"), leaf_hash(b"b")]  # 3 = 2 + 1: two subtrees
+    assert CompactRange.resumed(3, three).size == 3
+    for size, given in ((3, three[:1]), (4, three), (-1, []), (3, [three[0], b"short"])):
+        with pytest.raises(ProofError):
+            CompactRange.resumed(size, given)
