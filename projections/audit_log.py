@@ -80,10 +80,13 @@ class AuditLogView(SqlView):
         """Keep a signed checkpoint and, when given, its tree's compact range, in one transaction; False when a
         checkpoint of that size is kept already."""
         with self.datastore.transaction(commit=True) as c:
-            c.execute(self.sql("SELECT 1 FROM audit_checkpoints WHERE size = ?"), (size,))
-            if c.fetchall():
+            # The write comes first: a SQLite transaction that read first cannot write once another connection
+            # has committed meanwhile ("database is locked" at once, whatever the busy timeout), and the follower
+            # appends leaves to this database while `audit checkpoint` and `audit export` sign one.
+            c.execute(self.sql("INSERT INTO audit_checkpoints VALUES (?, ?, ?) ON CONFLICT (size) DO NOTHING"),
+                      (size, note, recorded_at))
+            if not int(getattr(c, "sqlite_cursor", c).rowcount):
                 return False
-            c.execute(self.sql("INSERT INTO audit_checkpoints VALUES (?, ?, ?)"), (size, note, recorded_at))
             if hashes is not None:
                 c.execute(self.sql("INSERT INTO audit_ranges VALUES (?, ?)"), (size, b"".join(hashes).hex()))
         return True

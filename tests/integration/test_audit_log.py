@@ -363,3 +363,42 @@ def test_a_configured_signing_key_signs_and_its_verifier_key_is_exported(logged,
     assert (directory / "key.pub").read_text().strip() == signer.verifier.encoded()
     status, out, _ = run(capsys, "audit", "verify", str(directory))
     assert status == 0 and out.startswith(f"key {signer.verifier.encoded()}")
+
+
+def test_checkpoints_are_kept_while_another_process_appends_leaves(tmp_path):
+    """`audit checkpoint` and `audit export` sign while the follower appends: on SQLite, a transaction that read
+    before writing was refused at once ("database is locked") whenever the follower committed in between, which
+    failed 349 of 400 checkpoints in a reproduction. The checkpoint's write now comes first."""
+    import os
+    import threading
+    import time
+    from datetime import UTC, datetime
+
+    config = load_config({"PAYWARDEN_DATA_DIR": str(tmp_path)})
+    follower, auditor = AuditLog.open(config), AuditLog.open(config)  # each its own connections, as two processes
+    stop, appended, failures = threading.Event(), [0], []
+
+    def follow() -> None:
+        while not stop.is_set():
+            follower.view.append_all("other", [(appended[0] + 1, os.urandom(32))])
+            appended[0] += 1
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    try:
+        for size in range(10**6, 10**6 + 60):
+            try:
+                assert auditor.view.record_checkpoint(size, f"note {size}", datetime.now(UTC).isoformat())
+            except Exception as failure:  # noqa: BLE001 - every failure is counted and shown
+                failures.append(repr(failure))
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert appended[0] > 60, "the follower must have appended while the checkpoints were kept"
+    assert failures == []
+    assert [size for size, *_ in auditor.view.checkpoints()] == list(range(10**6, 10**6 + 60))
+    assert not auditor.view.record_checkpoint(10**6, "again", datetime.now(UTC).isoformat())  # kept once
+    follower.close()
+    auditor.close()
