@@ -1,9 +1,11 @@
 """`paywarden bench-history`: does a request cost more on a store with a long history? The same load, side by side.
 
-Each `--store LABEL=URL` (`sqlite:///DIR`, or `postgresql://…/db`; fill one first with `paywarden bench-load`, or
-leave it empty) gets its own `paywarden up` stack (one worker unless `--workers`), all started first and left
-running, on ports of their own. Then, for each round, store after store so a change in the machine's load hits
-every store alike:
+Each `--store LABEL=URL` gets its own `paywarden up` stack (one worker unless `--workers`), all started first and
+left running, on ports of their own. A URL is `sqlite:///DIR` or `postgresql://…/db` (fill one first with
+`paywarden bench-load`, or leave it empty), or `copy:DIR`, a fresh copy of the stopped SQLite store in DIR, or
+`new`, a new empty one: both made in the run's temporary directory and deleted after it, so a run never changes the
+store it measures and every run starts from the same history. Then, for each round, store after store so a change
+in the machine's load hits every store alike:
 
 - verify: `--requests` distinct, really signed payments from `--concurrency` clients (`interfaces.cli.bench.drive`);
 - discovery: `GET /discovery/resources` queries of each kind (no filter, a type, a common tag, a rare tag, two
@@ -20,6 +22,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,7 +53,9 @@ QUERIES = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", action="append", required=True, metavar="LABEL=URL",
-                   help="a store to measure: sqlite:///DIR or postgresql://…/db (repeat; the order is kept)")
+                   help="a store to measure: sqlite:///DIR or postgresql://…/db, or copy:DIR (a fresh copy of a "
+                        "stopped SQLite store, deleted after the run) or new (an empty one); repeat, the order is "
+                        "kept")
     p.add_argument("--rounds", type=int, default=2, help="rounds over every store (default 2)")
     p.add_argument("--requests", type=int, default=1500, help="verifies per run (default 1500)")
     p.add_argument("--warmup", type=int, default=200, help="verifies before the first round, not counted")
@@ -165,15 +170,20 @@ def _line(stack: dict[str, Any], what: str, report: Report, load: float) -> dict
 def run(args: argparse.Namespace) -> int:
     stores = [s.partition("=") for s in args.store]
     if any(not label or not url for label, _, url in stores):
-        print("bench-history: --store LABEL=URL (sqlite:///DIR or postgresql://…)", file=sys.stderr)
+        print("bench-history: --store LABEL=URL (sqlite:///DIR, postgresql://…, copy:DIR or new)", file=sys.stderr)
         return 2
     if args.direct:
-        return _direct(stores, args)
+        with tempfile.TemporaryDirectory(prefix="pw-bench-history-") as tmp:
+            return _direct([(label, sep, store_url(url, i, Path(tmp)))
+                            for i, (label, sep, url) in enumerate(stores)], args)
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="pw-bench-history-") as tmp:
         work, children = Path(tmp), list[subprocess.Popen[str]]()
         try:
-            stacks = [_start(label, url, i, args, work, children) for i, (label, _, url) in enumerate(stores)]
+            urls = [store_url(url, i, work) for i, (_, _, url) in enumerate(stores)]
+            os.sync()  # the copies on the disk before the clock starts, not written back during the first round
+            stacks = [_start(label, url, i, args, work, children)
+                      for i, ((label, _, _), url) in enumerate(zip(stores, urls, strict=True))]
             for stack in stacks:
                 if args.warmup:
                     drive(_bodies(stack, args.warmup), base_url=stack["base_url"], api_key=stack["api_key"],
@@ -212,6 +222,22 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(runs))
     clean = all(set(r["answers"]) == ({"200 valid"} if r["what"] == "verify" else {"200"}) for r in runs)
     return 0 if clean else 1
+
+
+def store_url(url: str, index: int, work: Path) -> str:
+    """The store a `--store` names: `copy:DIR` a fresh copy of DIR and `new` a new empty directory, both in `work`
+    (the run's temporary directory); any other URL as it is."""
+    if url != "new" and not url.startswith("copy:"):
+        return url
+    directory = work / f"store-{index}"
+    if url == "new":
+        directory.mkdir()
+        return f"sqlite://{directory}"
+    source = Path(url.removeprefix("copy:"))
+    if not (source / "payments.db").is_file():
+        raise SystemExit(f"bench-history: {url}: no SQLite store there (payments.db); fill one with bench-load")
+    shutil.copytree(source, directory, symlinks=True)
+    return f"sqlite://{directory}"
 
 
 def _direct(stores: list[tuple[str, str, str]], args: argparse.Namespace) -> int:

@@ -61,3 +61,8 @@ def test_a_loaded_store_replays_into_the_same_read_models(store_env, capsys):
     assert main(["bench-history", "--direct", "--store", f"loaded={url}", "--rounds", "1", "--queries", "2"]) == 0
     out = capsys.readouterr().out
     assert "loaded: 150 listings in the catalog" in out and "two tags" in out and "deep" in out
+    if store_env == "embedded":  # the same store as a fresh copy, beside a new empty one: the copy has it all
+        assert main(["bench-history", "--direct", "--store", f"copy={'copy:' + url.removeprefix('sqlite://')}",
+                     "--store", "empty=new", "--rounds", "1", "--queries", "2"]) == 0
+        out = capsys.readouterr().out
+        assert "copy: 150 listings in the catalog" in out and "empty: 0 listings in the catalog" in out
