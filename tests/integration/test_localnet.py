@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 import warnings
@@ -414,3 +415,48 @@ def test_rpc_chain_sends_a_transaction_once_on_a_connection_the_node_has_not_clo
         assert len(received) == 3
     finally:
         listener.close()
+
+
+def test_a_json_rpc_request_goes_out_in_one_send_with_its_headers(net, monkeypatch):
+    """http.client writes the headers and the body apart (two system calls, two wake-ups of the node); the hot
+    path's transport sends them together, and the node answers it as before."""
+    from solders.rpc.requests import GetLatestBlockhash
+    from solders.rpc.responses import GetLatestBlockhashResp
+
+    from interfaces.adapters.chain import keepalive
+
+    sent: list[bytes] = []
+    send = keepalive._Connection.send
+
+    def recorded(self, data: bytes) -> None:
+        sent.append(bytes(data))
+        send(self, data)
+
+    monkeypatch.setattr(keepalive._Connection, "send", recorded)
+    rpc_client = keepalive.KeepAliveJsonRpc(net.url)
+    answer = rpc_client.call(GetLatestBlockhash(), GetLatestBlockhashResp)
+    assert answer.value.last_valid_block_height > 0
+    assert len(sent) == 1
+    head, _, body = sent[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST / HTTP/1.1\r\n") and b"Content-Length: " + str(len(body)).encode() in head
+    assert json.loads(body)["method"] == "getLatestBlockhash"
+    rpc_client.close()
+
+
+def test_over_tls_the_request_also_goes_out_in_one_send():
+    from interfaces.adapters.chain import keepalive
+    from tests.https_backend import start_backend
+
+    backend = start_backend()
+    try:
+        conn = keepalive._TlsConnection("127.0.0.1", backend.port, timeout=5, context=backend.client_context())
+        sent: list[bytes] = []
+        send = conn.send
+        conn.send = lambda data: (sent.append(bytes(data)), send(data))[1]  # type: ignore[method-assign]
+        conn.request("POST", "/rpc", body=b'{"jsonrpc":"2.0"}', headers={"Content-Type": "application/json"})
+        echoed = json.loads(conn.getresponse().read())
+        assert len(sent) == 1 and sent[0].endswith(b'\r\n\r\n{"jsonrpc":"2.0"}')
+        assert echoed["body"] == '{"jsonrpc":"2.0"}' and echoed["path"] == "/rpc"
+        conn.close()
+    finally:
+        backend.close()
