@@ -17,7 +17,8 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 
-from projections.sql import SqlView, values
+from domain.merkle import HASH_SIZE
+from projections.sql import SqlView, rowcount, values
 
 
 class AuditLogView(SqlView):
@@ -85,7 +86,7 @@ class AuditLogView(SqlView):
             # appends leaves to this database while `audit checkpoint` and `audit export` sign one.
             c.execute(self.sql("INSERT INTO audit_checkpoints VALUES (?, ?, ?) ON CONFLICT (size) DO NOTHING"),
                       (size, note, recorded_at))
-            if not int(getattr(c, "sqlite_cursor", c).rowcount):
+            if not rowcount(c):
                 return False
             if hashes is not None:
                 c.execute(self.sql("INSERT INTO audit_ranges VALUES (?, ?)"), (size, b"".join(hashes).hex()))
@@ -99,7 +100,7 @@ class AuditLogView(SqlView):
         if not rows:
             return None
         raw = bytes.fromhex(rows[0][1])
-        return int(rows[0][0]), [raw[i:i + 32] for i in range(0, len(raw), 32)], rows[0][2]
+        return int(rows[0][0]), [raw[i:i + HASH_SIZE] for i in range(0, len(raw), HASH_SIZE)], rows[0][2]
 
     def checkpoints(self) -> list[tuple[int, str, str]]:
         """(size, note, recorded_at) of every kept checkpoint, smallest first."""

@@ -171,3 +171,8 @@ class _Cursor:
 def values(row: Any) -> list[Any]:
     """A row's values in column order, whichever row type the driver returns (PostgreSQL's are dicts)."""
     return list(row.values()) if isinstance(row, dict) else list(row)
+
+
+def rowcount(cursor: Any) -> int:
+    """Rows the last statement changed, whichever store's cursor (eventsourcing's SQLite cursor wraps sqlite3's)."""
+    return int(getattr(cursor, "sqlite_cursor", cursor).rowcount)

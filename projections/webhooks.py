@@ -19,7 +19,7 @@ from typing import Any
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 
-from projections.sql import SqlView, values
+from projections.sql import SqlView, rowcount, values
 
 PENDING, DELIVERED, FAILED, CANCELLED = "pending", "delivered", "failed", "cancelled"
 RESPONSE_EXCERPT = 1024  # characters of a receiver's answer kept with the attempt
@@ -156,7 +156,7 @@ class WebhooksView(SqlView):
                 "WHERE msg_id = ? AND endpoint_id = ? AND lease_token = ?"),
                 (status, next_attempt_at if next_attempt_at is not None else now,
                  None if status == PENDING else now, claimed.msg_id, claimed.endpoint_id, claimed.lease_token))
-            return bool(_rowcount(c))
+            return bool(rowcount(c))
 
     # -- commands on the outbox (the API and CLI) -----------------------------------------------------------------
 
@@ -175,7 +175,7 @@ class WebhooksView(SqlView):
             c.execute(self.sql("UPDATE webhook_deliveries SET status = ?, attempts = 0, next_attempt_at = ?, "
                                "finished_at = NULL WHERE msg_id = ? AND endpoint_id = ? AND status <> ?"),
                       (PENDING, now, msg_id, endpoint_id, CANCELLED))
-            return bool(_rowcount(c))
+            return bool(rowcount(c))
 
     def replay_failed(self, endpoint_ids: list[str], since: float, now: float) -> int:
         """Every failed delivery to these endpoints created at or after `since` is pending again, now."""
@@ -186,7 +186,7 @@ class WebhooksView(SqlView):
             c.execute(self.sql(f"UPDATE webhook_deliveries SET status = ?, attempts = 0, next_attempt_at = ?, "
                                f"finished_at = NULL WHERE status = ? AND created_at >= ? AND endpoint_id IN ({marks})"),
                       (PENDING, now, FAILED, since, *endpoint_ids))
-            return _rowcount(c)
+            return rowcount(c)
 
     # -- queries ------------------------------------------------------------------------------------------------
 
@@ -229,11 +229,6 @@ class WebhooksView(SqlView):
         count, oldest = self.rows("SELECT COUNT(*), MIN(created_at) FROM webhook_deliveries WHERE status = ?",
                                   (PENDING,))[0]
         return int(count), (now - float(oldest)) if oldest is not None else 0.0
-
-
-def _rowcount(cursor: Any) -> int:
-    """Rows the last statement changed (eventsourcing's SQLite cursor wraps sqlite3's)."""
-    return int(getattr(cursor, "sqlite_cursor", cursor).rowcount)
 
 
 def _endpoint(row: list[Any]) -> Endpoint:
