@@ -33,8 +33,8 @@ from domain.networks import DEVNET
 from domain.solana_tx import decode_wire, message_bytes, with_fee_payer_signature_wire
 from interfaces.adapters.chain.litesvm import LiteSvmChain
 from interfaces.adapters.signers import KeypairFeePayers
-from interfaces.sandbox.chain import Sandbox
-from interfaces.sandbox.exact_client import build_exact_payment, to_base64
+from interfaces.cli.bench import sign_payments
+from interfaces.cli.bench_reference import funded_sandbox, reference_facilitator
 
 AMOUNT = 1000
 STEPS = ("decode", "inspect", "co-sign", "simulate")
@@ -50,19 +50,18 @@ class Bench:
     """A sandbox with a funded payer and a fee payer, and `count` distinct payments signed against it."""
 
     def __init__(self, count: int) -> None:
-        self.sandbox, self.fee_payer, self.payer, pay_to = Sandbox(), Keypair(), Keypair(), Keypair()
+        self.fee_payer, self.payer, pay_to = Keypair(), Keypair(), Keypair()
         # `Keypair.pubkey()` derives the key from the secret on every call (~20 µs): each address once, here.
         self.fee_payer_address, self.payer_address = str(self.fee_payer.pubkey()), str(self.payer.pubkey())
-        self.pay_to, self.mint = str(pay_to.pubkey()), self.sandbox.usdc_mint
-        self.sandbox.airdrop(self.fee_payer_address, 10 * 10**9)
-        self.sandbox.airdrop(self.payer_address, 10**9)
-        self.sandbox.mint_usdc(self.payer_address, 10**12)
-        self.sandbox.mint_usdc(self.pay_to, 0)
+        self.pay_to = str(pay_to.pubkey())
+        self.sandbox = funded_sandbox(self.fee_payer_address, self.payer_address, self.pay_to)
+        self.mint = self.sandbox.usdc_mint
         self.fee_payers = KeypairFeePayers([self.fee_payer])
-        blockhash = Hash.from_string(self.sandbox.latest_blockhash()[0])
-        self.wires = [to_base64(build_exact_payment(self.payer, fee_payer=self.fee_payer_address,
-                                                    mint=self.mint, pay_to=self.pay_to, amount=AMOUNT,
-                                                    blockhash=blockhash)) for _ in range(count)]
+        # The request bodies `bench-reference` sends both facilitators, and the transactions in them.
+        self.bodies = sign_payments(self.payer, count, fee_payer=self.fee_payer_address, network=DEVNET.caip2,
+                                    pay_to=self.pay_to, amount=AMOUNT,
+                                    blockhash=Hash.from_string(self.sandbox.latest_blockhash()[0]))
+        self.wires = [json.loads(body)["paymentPayload"]["payload"]["transaction"] for body in self.bodies]
 
     def steps(self) -> dict[str, Callable[[], int]]:
         """Each step of `Payments._evaluate` over every payment, given what the steps before it made (each returns
@@ -88,32 +87,13 @@ class Bench:
 
     def reference_verify(self) -> Callable[[], int]:
         """The x402 SDK's facilitator verify over every payment, in-process, as `bench-reference` serves it."""
-        from x402 import x402Facilitator
-        from x402.mechanisms.svm.exact import ExactSvmFacilitatorScheme
-        from x402.mechanisms.svm.signers import FacilitatorKeypairSigner
         from x402.schemas import PaymentPayload, PaymentRequirements
 
-        sandbox = self.sandbox
-
-        class Signer(FacilitatorKeypairSigner):
-            def simulate_transaction(self, tx_base64: str, network: str) -> None:
-                import base64
-                outcome = sandbox.simulate(VersionedTransaction.from_bytes(base64.b64decode(tx_base64)))
-                if not outcome.ok:
-                    raise RuntimeError(f"Simulation failed: {outcome.err}")
-
-        facilitator = x402Facilitator()
-        facilitator.register([DEVNET.caip2], ExactSvmFacilitatorScheme(Signer(self.fee_payer)))
-        requirements = {"scheme": "exact", "network": DEVNET.caip2, "amount": str(AMOUNT), "asset": self.mint,
-                        "payTo": self.pay_to, "maxTimeoutSeconds": 60,
-                        "extra": {"feePayer": self.fee_payer_address}}
-        bodies = [json.dumps({"paymentPayload": {"x402Version": 2, "accepted": requirements,
-                                                 "payload": {"transaction": w}},
-                              "paymentRequirements": requirements}).encode() for w in self.wires]
+        facilitator = reference_facilitator(self.sandbox, self.fee_payer)
 
         async def verify_all() -> int:
             valid = 0
-            for body in bodies:  # what the FastAPI handler does with the request's JSON, without the server
+            for body in self.bodies:  # what the FastAPI handler does with the request's JSON, without the server
                 parsed = json.loads(body)
                 answer = await facilitator.verify(PaymentPayload.model_validate(parsed["paymentPayload"]),
                                                   PaymentRequirements.model_validate(parsed["paymentRequirements"]))

@@ -68,26 +68,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # -- the reference facilitator (runs in its own process under uvicorn) -------------------------------------------
 
 
-def reference_app() -> Any:  # no `from __future__ import annotations` here: FastAPI reads the handlers' types
-    """The FastAPI app uvicorn serves (`--factory interfaces.cli.bench_reference:reference_app`)."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+def funded_sandbox(fee_payer: str, payer: str, pay_to: str) -> Any:
+    """An in-process sandbox chain on which the fee payer has SOL, the payer SOL and USDC, and `pay_to` a USDC
+    account: what the reference facilitator (and `bench-floor`) verify against."""
+    from interfaces.sandbox.chain import Sandbox
+
+    sandbox = Sandbox()
+    sandbox.airdrop(fee_payer, 10 * 10**9)
+    sandbox.airdrop(payer, 10**9)
+    sandbox.mint_usdc(payer, 10**12)
+    sandbox.mint_usdc(pay_to, 0)
+    return sandbox
+
+
+def reference_facilitator(sandbox: Any, fee_payer: Keypair) -> Any:
+    """The x402 SDK's `x402Facilitator` with its `exact` SVM scheme and its keypair signer, the signer's chain calls
+    going to `sandbox` instead of a JSON-RPC client."""
     from solders.transaction import VersionedTransaction
     from x402 import x402Facilitator
     from x402.mechanisms.svm.exact import ExactSvmFacilitatorScheme
     from x402.mechanisms.svm.signers import FacilitatorKeypairSigner
-    from x402.schemas import PaymentPayload, PaymentRequirements
 
     from domain.networks import DEVNET
-    from interfaces.sandbox.chain import Sandbox
-
-    fee_payer_path, payer_path, pay_to_path = os.environ[REFERENCE_ENV].split(",")
-    fee_payer, payer, pay_to = (read_keypair(Path(p)) for p in (fee_payer_path, payer_path, pay_to_path))
-    sandbox = Sandbox()
-    sandbox.airdrop(str(fee_payer.pubkey()), 10 * 10**9)
-    sandbox.airdrop(str(payer.pubkey()), 10**9)
-    sandbox.mint_usdc(str(payer.pubkey()), 10**12)
-    sandbox.mint_usdc(str(pay_to.pubkey()), 0)
 
     class LiteSvmSigner(FacilitatorKeypairSigner):
         """The SDK's keypair signer (its co-signing unchanged) over an in-process LiteSVM instead of RPC."""
@@ -110,6 +112,19 @@ def reference_app() -> Any:  # no `from __future__ import annotations` here: Fas
 
     facilitator = x402Facilitator()  # register() answers the SDK's base class, which declares no verify/settle
     facilitator.register([DEVNET.caip2], ExactSvmFacilitatorScheme(LiteSvmSigner(fee_payer)))
+    return facilitator
+
+
+def reference_app() -> Any:  # no `from __future__ import annotations` here: FastAPI reads the handlers' types
+    """The FastAPI app uvicorn serves (`--factory interfaces.cli.bench_reference:reference_app`)."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from x402.schemas import PaymentPayload, PaymentRequirements
+
+    fee_payer_path, payer_path, pay_to_path = os.environ[REFERENCE_ENV].split(",")
+    fee_payer, payer, pay_to = (read_keypair(Path(p)) for p in (fee_payer_path, payer_path, pay_to_path))
+    sandbox = funded_sandbox(str(fee_payer.pubkey()), str(payer.pubkey()), str(pay_to.pubkey()))
+    facilitator = reference_facilitator(sandbox, fee_payer)
     app = FastAPI()
 
     async def parsed(request: Request) -> tuple[Any, Any]:
