@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -163,11 +164,7 @@ def test_concurrent_barriers_share_fsyncs_and_none_returns_before_one_that_start
         barrier()
         calls.append((called, disk.now()))
 
-    threads = [threading.Thread(target=settle) for _ in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(settle, 20)
 
     assert len(calls) == 20
     for called, returned in calls:
@@ -241,11 +238,7 @@ def test_connections_opening_a_new_database_at_the_same_moment_all_get_it_in_wal
             finally:
                 datastore.close()
 
-        threads = [threading.Thread(target=open_and_read) for _ in range(3)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_together(open_and_read, 3)
     assert failures == []
 
 
@@ -357,11 +350,7 @@ def test_the_writers_of_one_process_take_turns(tmp_path):
         except BaseException as failure:  # noqa: BLE001 - reported below
             failures.append(failure)
 
-    threads = [threading.Thread(target=increment) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_together(increment, 2)
     assert failures == []
     with datastore.transaction(commit=False) as cursor:
         cursor.execute("SELECT n FROM counters")
@@ -386,3 +375,12 @@ def test_an_aggregates_read_without_a_transaction_returns_what_the_librarys_retu
         factory.datastore.read("SELECT * FROM no_such_table")
     library.datastore.close()
     factory.datastore.close()
+
+
+def run_together(target: Callable[[], None], threads: int) -> None:
+    """`target` in that many threads at once; returns when all are done."""
+    started = [threading.Thread(target=target) for _ in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
