@@ -9,6 +9,7 @@ writer, calls them on the `PaymentFacts` it folds from the same events; a replay
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from enum import StrEnum
 from typing import Any, Protocol
 
 from domain.codes import Code
@@ -193,3 +194,58 @@ def replayed_settle(cached: dict[str, Any], terms: str, network: str, request_ke
     if cached["terms"] != terms:
         return SettleOutcome.failed(Code.INVALID_PAYMENT_REQUIREMENTS, network=network, message=OTHER_TERMS)
     return repeated_settle(SettleOutcome(**cached["outcome"]), cached.get("answer_key"), request_key)
+
+
+# -- the proxy's delivery rule ----------------------------------------------------------------------------------
+
+# How often the upstream may see one payment that is verified but not settled (`settle: after`): its first
+# forward and two retries after an upstream answer of 400 or more (docs/proxy.md).
+FORWARD_LIMIT = 3
+FORWARDS_SPENT = "payment_forwards_exhausted"
+
+
+class ProxyStep(StrEnum):
+    FORWARD = "forward"  # verified, unsettled: forward, and settle on an upstream answer below 400
+    SETTLE = "settle"  # broadcast before (or confirmed, unanswered): settle first; only its success is delivered
+    REFUSE = "refuse"  # never forwarded: rejected, failed, answered success already, or forwards spent
+
+
+@dataclass(frozen=True)
+class ProxyDecision:
+    """What the proxy may do with a paid request before any settle: the payment's key, the step, and why not."""
+
+    step: ProxyStep
+    key: str = ""
+    reason: str | None = None
+    message: str | None = None
+    payer: str | None = None
+
+    @classmethod
+    def refused(cls, key: str, reason: Code | str, message: str | None = None,
+                payer: str | None = None) -> ProxyDecision:
+        return cls(ProxyStep.REFUSE, key, str(reason), message or str(reason), payer)
+
+
+class ForwardedRecord(PaymentRecord, Protocol):
+    forwards: int
+
+
+def proxy_decision(payment: ForwardedRecord, key: str, limit: int = FORWARD_LIMIT) -> ProxyDecision:
+    """The delivery rule's first half, for a proxied `settle: after` request (the second half is settle's own:
+    a response is delivered only with the payment's single success answer, whichever door asked first).
+
+    A payment answered success (by any door), failed, or rejected is never forwarded; one broadcast before is
+    settled first; a verified one is forwarded at most `limit` times while it stays unsettled."""
+    if payment.success_answered:
+        return ProxyDecision.refused(key, Code.DUPLICATE_SETTLEMENT,
+                                     SETTLED_MESSAGE.format(transaction=payment.signature), payment.payer)
+    if payment.state is PaymentState.FAILED:
+        return ProxyDecision.refused(key, str(payment.settle_reason), payment.message, payment.payer)
+    if payment.verify_outcome is PaymentState.REJECTED:
+        return ProxyDecision.refused(key, str(payment.reason), payment.message, payment.payer)
+    if payment.state in (PaymentState.SUBMITTED, PaymentState.CONFIRMED):
+        return ProxyDecision(ProxyStep.SETTLE, key, payer=payment.payer)
+    if payment.forwards >= limit:
+        return ProxyDecision.refused(key, FORWARDS_SPENT, f"this payment reached its upstream {limit} times "
+                                     "without being settled; sign a new payment", payment.payer)
+    return ProxyDecision(ProxyStep.FORWARD, key, payer=payment.payer)

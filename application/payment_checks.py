@@ -37,11 +37,12 @@ class PaymentRequest:
     message_hash: str
     key: str
     request_key: str | None = None  # the merchant's Idempotency-Key header (settle)
+    via: str | None = None  # the door a settle came by: None for `/settle`, `proxy:<service>:<route>`
     claims: list[Claim] = field(default_factory=list)  # saved with the request's first save
 
 
 def check_request(client: Client, payload: PaymentPayload, requirements: Requirements, *, chains: Chains,
-                  fee_payers: FeePayers, request_key: str | None = None) -> PaymentRequest:
+                  fee_payers: FeePayers, request_key: str | None = None, via: str | None = None) -> PaymentRequest:
     """The checks that need no chain call; raises `PaymentRuleError` (or `KeyEnvironmentError`) on the first
     one broken."""
     if requirements.scheme != SCHEME_EXACT:
@@ -67,4 +68,4 @@ def check_request(client: Client, payload: PaymentPayload, requirements: Require
     digest = message_hash(tx, message)
     key = idempotency_key(client.id, requirements.amount, digest)
     return PaymentRequest(client, payload, requirements, chain, tx, wire, message, payment_fingerprint(tx), digest,
-                          key, request_key)
+                          key, request_key, via)

@@ -23,8 +23,11 @@ from eventsourcing.persistence import IntegrityError, Recording
 
 from application.errors import DuplicateRequestError, SimulationFailedError, rule_details
 from application.outcomes import (
+    ProxyDecision,
+    ProxyStep,
     SettleOutcome,
     VerifyOutcome,
+    proxy_decision,
     repeated_settle,
     replayed_settle,
     replayed_verify,
@@ -108,12 +111,14 @@ class Payments(Application[UUID]):
             return VerifyOutcome.invalid(Code.DUPLICATE_REQUEST, message=str(duplicate))
 
     def settle(self, client: Client, payload: PaymentPayload, requirements: Requirements,
-               request_key: str | None = None) -> SettleOutcome:
+               request_key: str | None = None, via: str | None = None) -> SettleOutcome:
         """Settle once. `request_key` is the merchant's `Idempotency-Key`: a retry carrying the key of the request
-        that was answered success gets that answer again; every other later settle is `duplicate_settlement`."""
+        that was answered success gets that answer again; every other later settle is `duplicate_settlement`.
+        `via` names the door that asks (the proxy's route) in the success answer's event; a door that passes no
+        `request_key` gets `success` at most once per payment, which is what the proxy delivers on."""
         net = requirements.network
         try:
-            request = self._request(client, payload, requirements, request_key)
+            request = self._request(client, payload, requirements, request_key, via)
             ttl = self._settings.confirmation_budget_seconds + self._settings.lock_margin_seconds
 
             def replayable(cached: dict[str, Any]) -> bool:
@@ -139,6 +144,37 @@ class Payments(Application[UUID]):
             return SettleOutcome.failed(rejected.code, rejected.payer, network=net, message=rejected.message)
         except DuplicateRequestError as duplicate:
             return SettleOutcome.failed(Code.DUPLICATE_REQUEST, network=net, message=str(duplicate))
+
+    def admit_forward(self, client: Client, payload: PaymentPayload, requirements: Requirements,
+                      via: str) -> ProxyDecision:
+        """The proxy's `settle: after` request before it reaches the upstream: verified (recorded as verify
+        records it), then decided by `proxy_decision`; a forward is recorded before it happens, in the same save
+        as a new payment's verification, so the upstream sees an unsettled payment a bounded number of times."""
+        try:
+            request = self._request(client, payload, requirements, via=via)
+            with self._exclusive(request.key, self._settings.lock_margin_seconds):
+                payment, changed = self._get(request.key), False
+                if payment is None:
+                    payment, changed = self._receive(request), True
+                    self._decide(payment, request)
+                elif (conflict := self._bound(payment, request)) is not None:
+                    return ProxyDecision.refused(request.key, conflict.invalid_reason or "", conflict.invalid_message)
+                decision = proxy_decision(payment, request.key)
+                if decision.step is ProxyStep.FORWARD:
+                    payment.forward(via)
+                    changed = True
+                if changed:
+                    self._save(payment)
+                return decision
+        except PaymentRuleError as rejected:
+            return ProxyDecision.refused("", rejected.code, rejected.message, rejected.payer)
+        except DuplicateRequestError as duplicate:
+            return ProxyDecision.refused("", Code.DUPLICATE_REQUEST, str(duplicate))
+
+    def payment_key(self, client: Client, payload: PaymentPayload, requirements: Requirements) -> str:
+        """The payment's idempotency key (the `X-Paywarden-Payment-Hash`); `PaymentRuleError` on a request the
+        checks refuse."""
+        return self._request(client, payload, requirements).key
 
     def follow_up(self, key: str) -> PaymentState | None:
         """Carry a pending settlement on while nobody waits for it: re-send the identical transaction while its
@@ -178,9 +214,9 @@ class Payments(Application[UUID]):
     # -- steps --------------------------------------------------------------------------------------------
 
     def _request(self, client: Client, payload: PaymentPayload, requirements: Requirements,
-                 request_key: str | None = None) -> PaymentRequest:
+                 request_key: str | None = None, via: str | None = None) -> PaymentRequest:
         return check_request(client, payload, requirements, chains=self._chains, fee_payers=self._fee_payers,
-                             request_key=request_key)
+                             request_key=request_key, via=via)
 
     def _receive(self, request: PaymentRequest) -> Payment:
         r = request.requirements
@@ -288,7 +324,7 @@ class Payments(Application[UUID]):
     def _settled(self, payment: Payment, request: PaymentRequest) -> SettleOutcome:
         """A confirmed payment: the first settle to learn it is answered success, later ones by `repeated_settle`."""
         if not payment.success_answered:
-            payment.answer_success(request.request_key)
+            payment.answer_success(request.request_key, request.via)
             self._save(payment, request)
             return settle_outcome(payment)
         return repeated_settle(settle_outcome(payment), payment.answer_key, request.request_key)
@@ -338,7 +374,7 @@ class Payments(Application[UUID]):
         while True:
             status = chain.signature_status(payment.signature or "")
             if status.confirmation is Confirmation.CONFIRMED:
-                payment.confirm(answered=True, request_key=request.request_key)
+                payment.confirm(answered=True, request_key=request.request_key, via=request.via)
                 break
             if status.confirmation is Confirmation.FAILED:
                 return self._fail(payment, request, str(Code.SUBMISSION_FAILED),

@@ -19,14 +19,13 @@ from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcodin
 from domain.networks import SCHEME_EXACT, network
 from domain.proxy_service import (
     BaseUrl,
-    Delivery,
     MerchantServices,
     ProxyService,
     ProxyServiceConflictError,
     ProxyServiceError,
     Route,
     build_base_url,
-    delivery_id,
+    localhost_refusal,
     services_index_id,
 )
 from domain.routes import matches, normalize_path
@@ -101,9 +100,12 @@ class ProxyServices(Application[uuid.UUID]):
 
     def __init__(self, env: Mapping[str, str] | None = None, *, merchants: MerchantDirectory | None = None,
                  secrets: Secrets | None = None, sandbox: bool = True,
-                 domains: Callable[[Any], set[str]] = verified_domains) -> None:
+                 domains: Callable[[Any], set[str]] = verified_domains,
+                 own_ports: frozenset[int] = frozenset()) -> None:
+        """`own_ports`: Paywarden's own listeners on this host, which no localhost service may name."""
         super().__init__(env)
         self._merchants, self._secrets, self._sandbox, self._domains = merchants, secrets, sandbox, domains
+        self._own_ports = own_ports
 
     @property
     def sandbox(self) -> bool:
@@ -175,6 +177,9 @@ class ProxyServices(Application[uuid.UUID]):
     def set_body_limit(self, merchant: str, service_id: str, limit: int) -> ProxyService:
         return self._change(merchant, service_id, lambda s: s.set_body_limit(limit))
 
+    def set_pass_cookies(self, merchant: str, service_id: str, enabled: bool) -> ProxyService:
+        return self._change(merchant, service_id, lambda s: s.set_pass_cookies(enabled))
+
     def delete_service(self, merchant: str, service_id: str) -> None:
         service = self.get_service(merchant, service_id)
         service.delete()
@@ -200,23 +205,6 @@ class ProxyServices(Application[uuid.UUID]):
 
     def remove_route(self, merchant: str, service_id: str, route_id: str) -> None:
         self._change(merchant, service_id, lambda s: s.remove_route(route_id))
-
-    # -- deliveries ---------------------------------------------------------------------------------------
-
-    def commit_delivery(self, payment_key: str, service_id: str, route_id: str) -> bool:
-        """Record that the proxy serves this payment's response; False when it already was (or is being)."""
-        try:
-            self.save(Delivery(payment_key=payment_key, service_id=service_id, route_id=route_id))
-        except IntegrityError:
-            return False
-        return True
-
-    def delivered(self, payment_key: str) -> bool:
-        try:
-            self.repository.get(delivery_id(payment_key))
-        except AggregateNotFoundError:
-            return False
-        return True
 
     # -- queries ------------------------------------------------------------------------------------------
 
@@ -280,8 +268,10 @@ class ProxyServices(Application[uuid.UUID]):
                                         field="domain")
             domain = next(iter(verified))
         base = build_base_url(domain, subdomain, path_suffix, port, sandbox=self._sandbox)
-        if base.domain not in verified and not (self._sandbox and base.domain == "localhost"):
+        if base.domain not in verified:  # localhost too: only the sandbox merchant's is (pre-)verified
             raise ProxyServiceError(f"{base.domain} is not a verified domain of yours", field="domain")
+        if (refused := localhost_refusal(base, self._own_ports)) is not None:
+            raise ProxyServiceError(refused, field="port")
         return base
 
     def _verified(self, merchant: str) -> set[str]:

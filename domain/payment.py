@@ -64,17 +64,26 @@ class Payment(Aggregate):
 
     class Confirmed(Aggregate.Event):
         """The transaction is confirmed. `answered`: a settle request answers success with this very event (events
-        recorded before the field existed were all answered); False when a re-send found it confirmed."""
+        recorded before the field existed were all answered); False when a re-send found it confirmed. `via`: the
+        door the success answer went out by (`proxy:<service>:<route>`; None for the facilitator's `/settle`)."""
 
         signature: str
         answered: bool = True
         request_key: str | None = None
+        via: str | None = None
 
     class SuccessAnswered(Aggregate.Event):
         """A settle answered success for a payment confirmed while nobody was waiting (the retry after
         `settlement_pending`)."""
 
         request_key: str | None
+        via: str | None = None
+
+    class Forwarded(Aggregate.Event):
+        """The proxy forwards a verified, unsettled payment's request to the service's upstream (`settle: after`),
+        recorded before it does: the upstream sees one payment at most `FORWARD_LIMIT` times."""
+
+        via: str
 
     class Failed(Aggregate.Event):
         reason: str
@@ -118,6 +127,8 @@ class Payment(Aggregate):
         self.settle_reason: str | None = None
         self.success_answered = False
         self.answer_key: str | None = None  # the Idempotency-Key of the settle request answered success
+        self.answered_via: str | None = None
+        self.forwards = 0
 
     # -- verify outcomes -------------------------------------------------------------------------------
 
@@ -158,26 +169,38 @@ class Payment(Aggregate):
         self.signature, self.blockhash, self.transaction = signature, blockhash, transaction
         self.state = PaymentState.SUBMITTED
 
-    def confirm(self, *, answered: bool, request_key: str | None = None) -> None:
+    def confirm(self, *, answered: bool, request_key: str | None = None, via: str | None = None) -> None:
         """The chain confirmed the transaction; `answered` when a settle request answers success with it."""
         if self.state is not PaymentState.SUBMITTED or self.signature is None:
             raise PaymentStateError(self.id, self.state, "be confirmed")
-        self._confirm(signature=self.signature, answered=answered, request_key=request_key if answered else None)
+        self._confirm(signature=self.signature, answered=answered, request_key=request_key if answered else None,
+                      via=via if answered else None)
 
     @event(Confirmed)
-    def _confirm(self, signature: str, answered: bool = True, request_key: str | None = None) -> None:
+    def _confirm(self, signature: str, answered: bool = True, request_key: str | None = None,
+                 via: str | None = None) -> None:
         self.state = PaymentState.CONFIRMED
-        self.success_answered, self.answer_key = answered, request_key
+        self.success_answered, self.answer_key, self.answered_via = answered, request_key, via
 
-    def answer_success(self, request_key: str | None) -> None:
+    def answer_success(self, request_key: str | None, via: str | None = None) -> None:
         """The one success answer of a payment confirmed while no settle was waiting."""
         if self.state is not PaymentState.CONFIRMED or self.success_answered:
             raise PaymentStateError(self.id, self.state, "answer success again")
-        self._answer_success(request_key=request_key)
+        self._answer_success(request_key=request_key, via=via)
 
     @event(SuccessAnswered)
-    def _answer_success(self, request_key: str | None) -> None:
-        self.success_answered, self.answer_key = True, request_key
+    def _answer_success(self, request_key: str | None, via: str | None = None) -> None:
+        self.success_answered, self.answer_key, self.answered_via = True, request_key, via
+
+    def forward(self, via: str) -> None:
+        """The proxy is about to forward this verified, unsettled payment's request (`settle: after`)."""
+        if self.state is not PaymentState.APPROVED:
+            raise PaymentStateError(self.id, self.state, "be forwarded unsettled")
+        self._forward(via=via)
+
+    @event(Forwarded)
+    def _forward(self, via: str) -> None:
+        self.forwards += 1
 
     def fail(self, reason: str, message: str, request_key: str | None = None) -> None:
         if self.is_settled:

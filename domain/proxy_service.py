@@ -34,6 +34,7 @@ DEFAULT_BODY_LIMIT = 64 * 1024
 MAX_BODY_LIMIT = 10 * 1024 * 1024
 MAX_PRICE = 10**15
 SANDBOX_HOST = "localhost"
+SANDBOX_MERCHANT = "sandbox"  # the merchant `paywarden up` makes: the only one that may proxy to localhost
 SERVICE_NAMESPACE = uuid5(NAMESPACE_URL, "https://paywarden.dev/services")
 
 
@@ -98,6 +99,15 @@ def build_base_url(domain: str, subdomain: str = "", path_suffix: str = "", port
     return BaseUrl(domain, subdomain, suffix, None)
 
 
+def localhost_refusal(base: BaseUrl, own_ports: frozenset[int]) -> str | None:
+    """Why a sandbox `http://localhost:<port>` service may not be proxied, or None: never to a port of Paywarden's
+    own listeners (its API's /metrics, the console, the localnet). Who may use localhost at all is the domain rule:
+    a merchant whose `localhost` is verified, which only the sandbox merchant's is (`up` pre-verifies it)."""
+    if base.domain == SANDBOX_HOST and base.port in own_ports:
+        return f"port {base.port} is one of Paywarden's own listeners"
+    return None
+
+
 @dataclass(frozen=True)
 class Route:
     """One priced route: requests matching `method` and the x402 `path` pattern pay `price` atomic units."""
@@ -149,6 +159,9 @@ def service_id(merchant: str, token: str) -> UUID:
 
 
 class ProxyService(Aggregate):
+    pass_cookies = False  # Cookie and Set-Cookie pass through only when the merchant opts in (also for snapshots
+    # taken before the setting existed)
+
     class Created(Aggregate.Created):
         merchant: str
         token: str
@@ -184,6 +197,9 @@ class ProxyService(Aggregate):
 
     class BodyLimitSet(Aggregate.Event):
         limit: int
+
+    class CookiesPassed(Aggregate.Event):
+        enabled: bool
 
     class RouteAdded(Aggregate.Event):
         route: dict[str, Any]
@@ -282,6 +298,15 @@ class ProxyService(Aggregate):
     def _set_body_limit(self, limit: int) -> None:
         self.body_limit = limit
 
+    def set_pass_cookies(self, enabled: bool) -> None:
+        """Whether the client's `Cookie` reaches the upstream and the upstream's `Set-Cookie` the client."""
+        if enabled != self.pass_cookies:
+            self._set_pass_cookies(enabled=enabled)
+
+    @event(CookiesPassed)
+    def _set_pass_cookies(self, enabled: bool) -> None:
+        self.pass_cookies = enabled
+
     def add_route(self, route: Route) -> None:
         self._alive()
         if route.id in self.routes or any((r.method, r.path) == (route.method, route.path)
@@ -362,8 +387,9 @@ class MerchantServices(Aggregate):
 
 
 class Delivery(Aggregate):
-    """A paid response the proxy committed to serve: one per payment. Its id is derived from the payment's
-    idempotency key, so a second delivery of the same payment cannot be saved (never served twice)."""
+    """A paid response the proxy committed to serve, as releases before the delivery rule moved into the payment
+    recorded it (one per payment). No longer created: the payment's single success answer is the delivery (its
+    `via` names the proxy route); kept so the events stored under this topic stay readable."""
 
     class Committed(Aggregate.Created):
         payment_key: str

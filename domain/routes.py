@@ -6,8 +6,10 @@ as the SDK does: percent-escapes decoded one segment at a time (a byte decoded t
 decoded byte creates a segment), repeated slashes folded, the trailing slash dropped.
 
 The proxy forwards the path it matched, not the raw one: `forwarding_path` refuses a path whose decoded segments
-are `.`/`..` or contain `/`, `\\`, control characters, or malformed escapes, and re-encodes the rest canonically,
-so the upstream cannot read a different path from the one that was priced.
+are `.`/`..` or contain `/`, `\\`, `;`, control characters, or malformed escapes, and re-encodes the rest
+canonically, so the upstream cannot read a different path from the one that was priced. `;` is refused, raw or
+escaped, because servlet containers (Tomcat, Jetty, Spring) cut a segment at it as a "path parameter":
+`/cheap/..;/premium` is `/premium` to them and `/premium;x=1` is `/premium`.
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ def forwarding_path(raw_path: str) -> str:
             raise PathRefusedError("a path segment has a malformed percent-escape")
         if decoded in (".", "..") or "/" in decoded or "\\" in decoded:
             raise PathRefusedError("a path segment decodes to a dot segment or contains a slash or backslash")
+        if ";" in decoded:
+            raise PathRefusedError("a path segment contains ';' (a path parameter, which upstreams read "
+                                   "differently); send the path without it")
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded):
             raise PathRefusedError("a path segment contains a control character")
         segments.append(quote(decoded.encode("latin-1", "strict") if _latin1(decoded) else decoded,

@@ -75,6 +75,9 @@ class Config:
     def sandbox(self) -> bool:
         return self.mode == "sandbox"
 
+    own_ports: frozenset[int] = frozenset()  # Paywarden's own listeners on this host: no sandbox service proxies there
+    proxy_metrics_token: str = ""  # the proxy's metrics for `Bearer <token>`; empty: for a loopback peer only
+
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
     raw = env.get(name, "")
@@ -253,7 +256,31 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         service_domains=_names(env, "PAYWARDEN_SERVICE_DOMAINS"),
         blocked_domains=_names(env, "PAYWARDEN_BLOCKED_DOMAINS"),
         dns_nameservers=_nameservers(env, "PAYWARDEN_DNS_NAMESERVERS"),
+        own_ports=_own_ports(env),
+        proxy_metrics_token=env.get("PAYWARDEN_PROXY_METRICS_TOKEN", "").strip(),
     )
+
+
+DEFAULT_PORTS = (8402, 8404, 8405, 8899)  # API, console, proxy, localnet: `up`'s and `serve`'s defaults
+
+
+def _own_ports(env: Mapping[str, str]) -> frozenset[int]:
+    """The ports Paywarden's own listeners use here (the defaults, and every bind and local URL configured)."""
+    ports = set(DEFAULT_PORTS)
+    # PAYWARDEN_OWN_PORTS: what `paywarden serve` passes every process it starts (each sees only its own bind)
+    ports.update(int(p) for p in env.get("PAYWARDEN_OWN_PORTS", "").split(",") if p.strip().isdigit())
+    for name in ("PAYWARDEN_BIND", "PAYWARDEN_CONSOLE_BIND", "PAYWARDEN_LOCALNET_BIND"):
+        port = env.get(name, "").rpartition(":")[2]
+        if port.isdigit():
+            ports.add(int(port))
+    for name in ("PAYWARDEN_CONSOLE_URL", "PAYWARDEN_PROXY_URL", "PAYWARDEN_DEVNET_RPC_URL"):
+        try:
+            url_port = urlsplit(env.get(name, "")).port
+        except ValueError:
+            continue
+        if url_port:
+            ports.add(url_port)
+    return frozenset(ports)
 
 
 def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:

@@ -256,7 +256,7 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
     proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
-                            sandbox=config.sandbox)
+                            sandbox=config.sandbox, own_ports=config.own_ports)
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
     merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed; keys' services
     console = build_view(config, "console", SqliteConsoleView)

@@ -6,6 +6,7 @@ It records every request it receives (method, path, headers, body) and answers b
 - `/redirect`: 302 to `/echo` on the same server;
 - `/sse`: `text/event-stream`, chunked; sends one event, waits for `release_stream` (or 10 s), sends another;
 - `/big-headers`: 200 with 64 KB of headers;
+- `/cookie`: 200 with a `Set-Cookie` and a `PAYMENT-RESPONSE` of its own, echoing the request;
 - anything else: 200 echoing the request as JSON.
 """
 
@@ -126,6 +127,9 @@ def start_backend(ca: trustme.CA | None = None, host: str = "127.0.0.1", port: i
                 backend.release_stream.wait(10)
                 self._chunk(b"data: second\n\n")
                 self._chunk(b"")
+            elif path.endswith("/cookie"):
+                self._json(200, {"headers": seen.headers}, {"Set-Cookie": "upstream_session=abc; Path=/",
+                                                            "PAYMENT-RESPONSE": "forged-by-the-upstream"})
             elif path == "/big-headers":
                 self.send_response(200)
                 for i in range(16):

@@ -12,6 +12,12 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
+    def server_bind(self) -> None:
+        """SERVER_NAME is the bound address (wsgiref names it after the host's FQDN), as gunicorn's socket is."""
+        super().server_bind()
+        self.server_name = str(self.server_address[0])
+        self.setup_environ()
+
 
 class _Handler(WSGIRequestHandler):
     def get_environ(self) -> dict[str, Any]:

@@ -50,11 +50,16 @@ def serve(args: argparse.Namespace) -> int:
     _check_bind(args.bind, "the API", "--bind")
     if args.proxy_bind:
         _check_bind(args.proxy_bind, "the proxy", "--proxy-bind")
+        if not config.proxy_url and not config.sandbox:  # gateway URLs never come from a client's Host
+            raise ConfigError("the proxy needs its public address: set PAYWARDEN_PROXY_URL (https://…)")
+        os.environ.setdefault("PAYWARDEN_PROXY_URL", config.proxy_url or f"http://{args.proxy_bind}")
     if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
         _check_bind(os.environ["PAYWARDEN_LOCALNET_BIND"], "the localnet", "--rpc-port")
     configure_logging()  # the supervisor's lines too are JSON on stderr
+    own = [b for b in (args.bind, args.proxy_bind, args.console_bind, os.environ.get("PAYWARDEN_LOCALNET_BIND")) if b]
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers),
-                      PAYWARDEN_CONSOLE_BIND=args.console_bind or "")
+                      PAYWARDEN_CONSOLE_BIND=args.console_bind or "",
+                      PAYWARDEN_OWN_PORTS=",".join(b.rpartition(":")[2] for b in own))
     # interfaces.cli.entry: Ctrl-C while gunicorn boots prints no traceback
     argv = [sys.executable, "-m", "interfaces.cli.entry", "gunicorn",
             "--config", "python:interfaces.runtime.gunicorn_conf", "interfaces.http.facilitator.wsgi:application"]

@@ -72,6 +72,8 @@ def service_update(args: argparse.Namespace) -> int:
         proxies.clear_upstream_auth(merchant, sid)
     if args.body_limit is not None:
         proxies.set_body_limit(merchant, sid, args.body_limit)
+    if args.cookies is not None:
+        proxies.set_pass_cookies(merchant, sid, args.cookies == "on")
     _print(service_json(proxies.get_service(merchant, sid), c.config.proxy_url))
     return 0
 
@@ -162,6 +164,8 @@ def add_commands(commands: Any) -> None:
     base_url_arguments(update, "move it to another verified domain")
     update.add_argument("--clear-upstream-auth", action="store_true", help="stop injecting the upstream auth header")
     update.add_argument("--body-limit", type=int, help="request body limit in bytes (default 65536)")
+    update.add_argument("--cookies", choices=("on", "off"),
+                        help="on: pass the client's Cookie upstream and the upstream's Set-Cookie back (default off)")
     command(service, "delete", service_delete, "delete a service (its routes first)", one)
 
     route = commands.add_parser("route", help="priced routes of a service").add_subparsers(dest="action",

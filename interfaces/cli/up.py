@@ -34,10 +34,10 @@ import httpx
 
 from domain.merchant import key_hash
 from domain.networks import DEVNET, KeyEnv
+from domain.proxy_service import SANDBOX_MERCHANT
 from interfaces.adapters.signers import sandbox_keypair
 from interfaces.config import Config, ConfigError, load_config, without_password
 
-SANDBOX_MERCHANT = "sandbox"
 PAYER_USDC, PAYER_SOL = 100_000_000, 1_000_000_000
 FEE_PAYER_SOL = 10_000_000_000
 STOP_SECONDS = 1.5  # SIGINT, then SIGKILL to what is left of the API's process group

@@ -25,8 +25,19 @@ def run(capsys, *argv: str) -> dict | list:
     return json.loads(capsys.readouterr().out)
 
 
+def sandbox_merchant(name: str) -> None:
+    """A merchant whose localhost is pre-verified, as `up` makes its sandbox merchant."""
+    from interfaces.config import load_config
+    from interfaces.container import build
+
+    assert main(["merchant", "create", name]) == 0
+    container = build(load_config())
+    container.merchants.preverify_sandbox_domain(name)
+    container.close()
+
+
 def test_a_service_and_its_routes_from_the_command_line(data_dir, capsys, monkeypatch):
-    assert main(["merchant", "create", "acme"]) == 0
+    sandbox_merchant("acme")
     capsys.readouterr()
     monkeypatch.setattr("sys.stdin", io.StringIO("upstream-secret-value\n"))
     service = run(capsys, "service", "create", "--merchant", "acme", "--name", "Weather", "--domain", "localhost",

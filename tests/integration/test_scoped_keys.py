@@ -130,6 +130,7 @@ def test_a_key_can_only_be_scoped_to_one_of_the_merchants_own_services(gateway):
     container = gateway.container
     add_owner(container, "acme", "owner@acme.test")
     add_owner(container, "beta", "owner@beta.test")
+    container.merchants.preverify_sandbox_domain("beta")
     theirs = container.proxies.create_service("beta", "Theirs", "localhost", port=8090)
     ours = weather_service(gateway)
     acme = ApiClient(console_client(container))
@@ -161,6 +162,7 @@ def test_the_cli_scopes_a_key_by_id_or_slug_and_refuses_an_unknown_service(tmp_p
     monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path))
     assert main(["merchant", "create", "acme"]) == 0
     container = build(load_config())
+    container.merchants.preverify_sandbox_domain("acme")
     service = container.proxies.create_service("acme", "Weather", "localhost", port=8080)
     container.close()
     capsys.readouterr()

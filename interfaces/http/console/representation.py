@@ -19,7 +19,7 @@ def service_json(service: ProxyService, proxy_url: str) -> dict[str, Any]:
         "id": str(service.id), "name": service.name, "type": "Proxy", "baseUrl": service.base_url,
         "slug": service.slug, "gatewayUrl": gateway_url(service, proxy_url), "active": service.active,
         "domain": base.domain, "subdomain": base.subdomain or None, "pathSuffix": base.path_suffix or None,
-        "port": base.port, "bodyLimit": service.body_limit,
+        "port": base.port, "bodyLimit": service.body_limit, "passCookies": service.pass_cookies,
         "upstreamAuth": {"header": service.auth_header, "set": True} if service.auth_header else None,
         "routes": len(service.routes),
     }

@@ -3,7 +3,8 @@
 `POST /api/v1/services` `{"name","domain"?,"subdomain"?,"pathSuffix"?,"port"? (sandbox localhost),
 "upstreamAuth"?:{"header","value"}}` → 201 `{"id","name","type":"Proxy","baseUrl","slug","gatewayUrl","active",…}`;
 `GET /api/v1/services[/{id}]`; `PATCH /api/v1/services/{id}` with any of name, active, domain, subdomain,
-pathSuffix, port, upstreamAuth (null clears it), bodyLimit; `DELETE /api/v1/services/{id}` (409 while routes exist);
+pathSuffix, port, upstreamAuth (null clears it), bodyLimit, passCookies; `DELETE /api/v1/services/{id}` (409
+while routes exist);
 `POST|GET /api/v1/services/{id}/routes`, `DELETE /api/v1/services/{id}/routes/{routeId}`. The upstream credential
 is write-only: answers say only which header carries one.
 """
@@ -35,6 +36,7 @@ class ServiceSchema(Schema):
     upstreamAuth = fields.Nested(UpstreamAuthSchema, allow_none=True)  # noqa: N815
     active = fields.Boolean()
     bodyLimit = fields.Integer(validate=validate.Range(1, 10 * 1024 * 1024))  # noqa: N815
+    passCookies = fields.Boolean()  # noqa: N815
 
 
 class NewServiceSchema(ServiceSchema):
@@ -109,6 +111,8 @@ class ServiceResource(_Base):
                 proxies.set_upstream_auth(merchant, service_id, auth["header"], auth["value"])
         if "bodyLimit" in command:
             proxies.set_body_limit(merchant, service_id, command["bodyLimit"])
+        if "passCookies" in command:
+            proxies.set_pass_cookies(merchant, service_id, command["passCookies"])
         if "active" in command:
             proxies.set_active(merchant, service_id, command["active"])
         resp.media = self._json(proxies.get_service(merchant, service_id))

@@ -11,6 +11,8 @@ answer below 400).
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import logging
 import time
@@ -19,19 +21,18 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from application.outcomes import SettleOutcome
+from application.outcomes import ProxyDecision, ProxyStep, SettleOutcome
 from application.proxy_services import ProxyServices
 from domain.clients import Capability, Client
+from domain.codes import Code
 from domain.errors import PaymentRuleError
-from domain.exact import decode_transaction, message_hash
-from domain.idempotency import idempotency_key
 from domain.merchant import merchant_id
 from domain.proxy_service import ProxyService, Route
 from domain.routes import PathRefusedError, forwarding_path
 from domain.x402 import PaymentPayload, Requirements
 from interfaces.adapters.outbound import OutboundClient, OutboundError, OutboundResponse
 from interfaces.http.proxy import metrics
-from interfaces.http.proxy.forwarding import raw_path, request_headers, response_headers, upstream_headers
+from interfaces.http.proxy.forwarding import Origin, raw_path, request_headers, response_headers, upstream_headers
 from interfaces.http.proxy.payment import (
     BadPaymentHeaderError,
     encode_header,
@@ -81,10 +82,14 @@ class Exchange:
 
 class ProxyApp:
     def __init__(self, proxies: ProxyServices, payments: Any, merchants: Any, fee_payers: Any,
-                 outbound: OutboundClient, public_url: str = "", domains: DomainCheck | None = None) -> None:
+                 outbound: OutboundClient, public_url: str = "", domains: DomainCheck | None = None,
+                 trusted_proxies: tuple[str, ...] = (), metrics_token: str = "") -> None:
+        """`public_url`: the proxy's public address (PAYWARDEN_PROXY_URL), the only source of the gateway URLs
+        that 402s and the discovery catalog show; without it (a sandbox run without `up` or `serve`) each
+        service's own gateway path on the listener's address, never a client's `Host`."""
         self._proxies, self._payments, self._merchants = proxies, payments, merchants
         self._fee_payers, self._outbound, self._public_url = fee_payers, outbound, public_url.rstrip("/")
-        self._domains = domains
+        self._domains, self._trusted, self._metrics_token = domains, trusted_proxies, metrics_token
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         exchange = Exchange(environ, str(environ.get("REQUEST_METHOD", "GET")).upper(), started=time.perf_counter())
@@ -117,7 +122,7 @@ class ProxyApp:
             x.path = forwarding_path("/" + rest)
         except PathRefusedError as refused:
             raise Reply(400, {"error": "invalid_path", "message": str(refused)}) from None
-        route = self._proxies.match(service, x.method, "/" + rest)
+        route = self._proxies.match(service, x.method, x.path)  # priced on the very path the upstream gets
         if route is None:
             raise Reply(404, {"error": "no_route", "message": f"no route of this service matches {x.method}"})
         x.route = route
@@ -127,74 +132,56 @@ class ProxyApp:
         signature = x.environ.get("HTTP_PAYMENT_SIGNATURE")
         if not signature:
             raise self._payment_required(route, terms, url, "PAYMENT-SIGNATURE header is required")
+        client = self._client(service)
         try:
             payload = parse_signature(signature, route, terms, url)
-            x.payment_hash = self._hash(service, payload, terms)
+            x.payment_hash = self._payments.payment_key(client, payload, terms)
         except (BadPaymentHeaderError, PaymentRuleError) as bad:
             raise self._payment_required(route, terms, url, str(bad) or "invalid_payload") from None
-        client = self._client(service)
         if route.settle == "before":
             return self._settle_first(x, client, payload, terms, url, body, start_response)
         return self._settle_after(x, client, payload, terms, url, body, start_response)
 
     def _settle_after(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements, url: str,
                       body: bytes, start_response: StartResponse) -> Iterable[bytes]:
-        """Verify, forward, settle on an upstream answer below 400, then pass the answer on."""
-        if (earlier := self._earlier(x, client, payload, terms, url)) is not None:
-            return self._deliver(x, earlier, body, terms, start_response)
-        verdict = self._payments.verify(client, payload, terms)
-        if not verdict.is_valid:
-            raise self._payment_required(x.matched[1], terms, url, verdict.invalid_reason or "invalid_payment")
+        """Admit (verify, count the forward), forward, settle on an upstream answer below 400, pass the answer
+        on: only with the payment's one success answer (docs/proxy.md, "The delivery rule")."""
+        decision = self._payments.admit_forward(client, payload, terms, self._via(x))
+        if decision.step is ProxyStep.REFUSE:
+            raise self._refused(x, decision, terms, url)
+        if decision.step is ProxyStep.SETTLE:  # broadcast by an earlier request: its success is this delivery
+            return self._settle_first(x, client, payload, terms, url, body, start_response)
         upstream = self._forward(x, body)
         if upstream.status >= 400:
-            return self._pass(x, upstream, None, start_response)  # a 4xx is the upstream's answer; no charge
+            return self._pass(x, upstream, None, start_response)  # the upstream's answer; no charge
         try:
-            outcome = self._payments.settle(client, payload, terms)
+            outcome = self._payments.settle(client, payload, terms, via=self._via(x))
         except BaseException:
             upstream.close()
             raise
         if not outcome.success:
             upstream.close()
             self._unsettled(x, outcome, terms, url)
-        if not self._proxies.commit_delivery(x.payment_hash, str(x.matched[0].id), x.matched[1].id):
-            upstream.close()
-            raise self._payment_required(x.matched[1], terms, url, "duplicate_settlement")
         return self._pass(x, upstream, outcome, start_response)
 
     def _settle_first(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements, url: str,
                       body: bytes, start_response: StartResponse) -> Iterable[bytes]:
-        """`settle: before`: charge, commit the delivery, then forward (for upstreams that must not run twice)."""
-        if (earlier := self._earlier(x, client, payload, terms, url)) is not None:
-            return self._deliver(x, earlier, body, terms, start_response)
-        outcome = self._payments.settle(client, payload, terms)
+        """`settle: before` (for upstreams that must not run twice): forward only with the success answer."""
+        outcome = self._payments.settle(client, payload, terms, via=self._via(x))
         if not outcome.success:
             self._unsettled(x, outcome, terms, url)
-        return self._deliver(x, outcome, body, terms, start_response)
-
-    def _earlier(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements,
-                 url: str) -> SettleOutcome | None:
-        """A payment this proxy has seen before: served already (402), still pending (202, or served now that it
-        confirmed), failed (402). None for a payment that is new or only verified."""
-        payment = self._payments.get_payment(x.payment_hash)
-        if payment is None or not (payment.is_settled or payment.is_pending or payment.state.name == "FAILED"):
-            return None
-        if self._proxies.delivered(x.payment_hash):
-            raise self._payment_required(x.matched[1], terms, url, "duplicate_settlement")
-        if payment.is_settled:
-            return SettleOutcome(success=True, transaction=payment.signature, network=payment.network,
-                                 payer=payment.payer)
-        outcome = self._payments.settle(client, payload, terms)  # pending: reconcile with the chain
-        if outcome.success:
-            return outcome
-        self._unsettled(x, outcome, terms, url)
-        return None  # unreachable: _unsettled raises
-
-    def _deliver(self, x: Exchange, outcome: SettleOutcome, body: bytes, terms: Requirements,
-                 start_response: StartResponse) -> Iterable[bytes]:
-        """Forward a request whose payment is settled; once per payment."""
-        if not self._proxies.commit_delivery(x.payment_hash, str(x.matched[0].id), x.matched[1].id):
-            raise self._payment_required(x.matched[1], terms, self._gateway_url(x), "duplicate_settlement")
         return self._pass(x, self._forward(x, body), outcome, start_response)
+
+    def _refused(self, x: Exchange, decision: ProxyDecision, terms: Requirements, url: str) -> Reply:
+        if decision.reason == Code.DUPLICATE_REQUEST:
+            return Reply(409, {"error": decision.reason, "message": decision.message or ""},
+                         [("Retry-After", "1"), ("Cache-Control", "no-store")], outcome="duplicate")
+        return self._payment_required(x.matched[1], terms, url, decision.reason or "invalid_payment")
+
+    @staticmethod
+    def _via(x: Exchange) -> str:
+        service, route = x.matched
+        return f"proxy:{service.id}:{route.id}"
 
     def _unsettled(self, x: Exchange, outcome: SettleOutcome, terms: Requirements, url: str) -> None:
         response = encode_header(settle_response(False, outcome.transaction, outcome.network, outcome.payer,
@@ -213,7 +200,9 @@ class ProxyApp:
         query = str(x.environ.get("QUERY_STRING") or "")
         service, route = x.matched
         url = service.base_url.rstrip("/") + x.path + (f"?{query}" if query else "")
-        headers = upstream_headers(request_headers(x.environ), x.payment_hash, self._proxies.upstream_auth(service))
+        origin = Origin.of(x.environ, self._base_url(x), self._trusted)
+        headers = upstream_headers(request_headers(x.environ), x.payment_hash, self._proxies.upstream_auth(service),
+                                   origin, cookies=service.pass_cookies)
         started = time.perf_counter()
         try:
             response = self._outbound.request(x.method, url, headers, body if body or x.method not in (
@@ -236,7 +225,7 @@ class ProxyApp:
 
     def _pass(self, x: Exchange, upstream: OutboundResponse, outcome: SettleOutcome | None,
               start_response: StartResponse) -> Iterator[bytes]:
-        headers = response_headers(upstream.headers)
+        headers = response_headers(upstream.headers, cookies=x.matched[0].pass_cookies)
         if outcome is not None:
             headers.append(("PAYMENT-RESPONSE", encode_header(settle_response(
                 True, outcome.transaction, outcome.network, outcome.payer))))
@@ -266,11 +255,23 @@ class ProxyApp:
         if path == "healthz":
             start_response("200 OK", [("Content-Type", "application/json"), ("Cache-Control", "no-store")])
             return [b'{"status": "ok"}']
-        if path == "metrics":
+        if path == "metrics" and self._operator(x):
             data, content_type = exposition(_NoExtra())
             start_response("200 OK", [("Content-Type", content_type), ("Cache-Control", "no-store")])
             return [data]
         raise Reply(404, {"error": "not_found", "message": "no such operations endpoint"})
+
+    def _operator(self, x: Exchange) -> bool:
+        """The proxy's metrics name every merchant's slugs: they go to `Authorization: Bearer
+        PAYWARDEN_PROXY_METRICS_TOKEN`, or without a token set to a loopback peer that no proxy stands in front of."""
+        if self._metrics_token:
+            sent = str(x.environ.get("HTTP_AUTHORIZATION") or "")
+            return hmac.compare_digest(sent.encode(), f"Bearer {self._metrics_token}".encode())
+        try:
+            loopback = ipaddress.ip_address(str(x.environ.get("REMOTE_ADDR") or "")).is_loopback
+        except ValueError:
+            return False
+        return loopback and not any(x.environ.get(h) for h in ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED"))
 
     def _body(self, x: Exchange, service: ProxyService) -> bytes:
         limit = service.body_limit
@@ -296,18 +297,20 @@ class ProxyApp:
         return Client(id=f"merchant:{merchant_id(service.merchant)}", registered=True, merchant=service.merchant,
                       capabilities=frozenset(Capability(*c) for c in merchant.capabilities))
 
-    def _hash(self, service: ProxyService, payload: PaymentPayload, terms: Requirements) -> str:
-        """The payment's idempotency key, as Payments computes it: the X-Paywarden-Payment-Hash."""
-        digest = message_hash(decode_transaction(payload.transaction))
-        return idempotency_key(f"merchant:{merchant_id(service.merchant)}", terms.amount, digest)
-
     def _gateway_url(self, x: Exchange) -> str:
+        return f"{self._base_url(x)}/{x.slug}{x.path}"
+
+    def _base_url(self, x: Exchange) -> str:
+        """The configured public address; else the listener's own (the server's name and port, which the
+        server sets, not the client's `Host`)."""
         if self._public_url:
-            base = self._public_url
-        else:
-            scheme = x.environ.get("wsgi.url_scheme", "http")
-            base = f"{scheme}://{x.environ.get('HTTP_HOST') or x.environ.get('SERVER_NAME')}"
-        return f"{base}/{x.slug}{x.path}"
+            return self._public_url
+        host, port = str(x.environ.get("SERVER_NAME") or "localhost"), str(x.environ.get("SERVER_PORT") or "")
+        if (sock := x.environ.get("gunicorn.socket")) is not None:  # gunicorn names the server after `Host`
+            host, port = (str(part) for part in sock.getsockname()[:2])
+        scheme = str(x.environ.get("wsgi.url_scheme", "http"))
+        default = {"http": "80", "https": "443"}.get(scheme)
+        return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
 
     def _payment_required(self, route: Route, terms: Requirements, url: str, error: str,
                           extra: Iterable[tuple[str, str]] = ()) -> Reply:

@@ -1,8 +1,16 @@
-"""What the proxy sends upstream and what it passes back: header rules (SPEC.md "Transparent proxy forwarding")."""
+"""What the proxy sends upstream and what it passes back: header rules (SPEC.md "Transparent proxy forwarding").
+
+Nothing a client sends becomes privileged upstream (docs/proxy.md, "Headers an upstream can trust"): method
+overrides and the client's own forwarding headers are dropped, and the proxy sets `Forwarded` and `X-Forwarded-*`
+itself (a client's `X-Forwarded-For` chain is kept only when the peer is one of `PAYWARDEN_TRUSTED_PROXIES`).
+Cookies pass only for a service that opts in. The client gets one `PAYMENT-RESPONSE`: the proxy's.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from urllib.parse import quote
 
 # x402's client headers and credentials never leave the proxy; hop-by-hop headers are per connection (RFC 9110
@@ -12,6 +20,16 @@ STRIPPED = frozenset({
     "payment-signature", "authorization", "x-payment", "sign-in-with-x", "payment-retry", "payment-recovery",
     "x-paywarden-payment-hash", "proxy-authorization", "cookie2",
 })
+# What only the proxy may say to the upstream: who the client is, how and where it connected, which method it used.
+CLIENT_CONTROLLED = frozenset({
+    "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port",
+    "x-forwarded-prefix", "x-forwarded-server", "x-forwarded-ssl", "x-real-ip", "x-client-ip", "true-client-ip",
+    "client-ip", "x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip", "x-http-method-override",
+    "x-http-method", "x-method-override", "x-original-url", "x-rewrite-url", "x-original-method",
+})
+COOKIES_IN, COOKIES_OUT = frozenset({"cookie"}), frozenset({"set-cookie", "set-cookie2"})
+# x402's answers to the client are the proxy's own: an upstream's would make two (or other terms to pay).
+UPSTREAM_PAYMENT_HEADERS = frozenset({"payment-response", "payment-required", "x-payment-response"})
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",
     "transfer-encoding", "upgrade", "host", "content-length",
@@ -31,26 +49,70 @@ def request_headers(environ: Mapping[str, object]) -> list[tuple[str, str]]:
     return headers
 
 
-def upstream_headers(incoming: Iterable[tuple[str, str]], payment_hash: str,
-                     auth: tuple[str, str] | None) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class Origin:
+    """Where a request came from, as the proxy vouches for it: the address chain (client first, the direct peer
+    last) and the public scheme and host the client addressed."""
+
+    chain: tuple[str, ...]
+    proto: str
+    host: str
+
+    @classmethod
+    def of(cls, environ: Mapping[str, object], public_url: str, trusted: tuple[str, ...]) -> Origin:
+        peer = str(environ.get("REMOTE_ADDR") or "unknown")
+        chain: list[str] = []
+        if trusted and _trusted(peer, trusted):
+            chain = [h.strip() for h in str(environ.get("HTTP_X_FORWARDED_FOR") or "").split(",") if h.strip()]
+        proto, _, rest = public_url.partition("://")
+        return cls((*chain, peer), proto or "http", rest.split("/", 1)[0])
+
+    def headers(self) -> list[tuple[str, str]]:
+        forwarded = f"for={_node(self.chain[-1])};proto={self.proto}" + (f';host="{self.host}"' if self.host else "")
+        headers = [("Forwarded", forwarded), ("X-Forwarded-For", ", ".join(self.chain)),
+                   ("X-Forwarded-Proto", self.proto)]
+        if self.host:
+            headers.append(("X-Forwarded-Host", self.host))
+        return headers
+
+
+def upstream_headers(incoming: Iterable[tuple[str, str]], payment_hash: str, auth: tuple[str, str] | None,
+                     origin: Origin | None = None, cookies: bool = False) -> list[tuple[str, str]]:
     incoming = list(incoming)
     named_by_connection = {token.strip().lower() for k, v in incoming if k.lower() == "connection"
                            for token in v.split(",")}
-    dropped = STRIPPED | HOP_BY_HOP | named_by_connection | ({auth[0].lower()} if auth else set())
+    dropped = (STRIPPED | HOP_BY_HOP | CLIENT_CONTROLLED | named_by_connection | (set() if cookies else COOKIES_IN)
+               | ({auth[0].lower()} if auth else set()))
     kept = [(k, v) for k, v in incoming if k.lower() not in dropped]
+    if origin is not None:
+        kept.extend(origin.headers())
     kept.append((PAYMENT_HASH_HEADER, payment_hash))
     if auth is not None:
         kept.append(auth)
     return kept
 
 
-def response_headers(upstream: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The upstream's headers for the client: all but the hop-by-hop ones (Content-Length is kept: the body is
-    passed through byte for byte)."""
+def response_headers(upstream: Iterable[tuple[str, str]], cookies: bool = False) -> list[tuple[str, str]]:
+    """The upstream's headers for the client: all but the hop-by-hop ones, its own x402 headers and (unless the
+    service passes cookies) `Set-Cookie` (Content-Length is kept: the body is passed through byte for byte)."""
     upstream = list(upstream)
     named = {token.strip().lower() for k, v in upstream if k.lower() == "connection" for token in v.split(",")}
-    dropped = (HOP_BY_HOP - {"content-length"}) | named
+    dropped = (HOP_BY_HOP - {"content-length"}) | named | UPSTREAM_PAYMENT_HEADERS | (
+        set() if cookies else COOKIES_OUT)
     return [(k, v) for k, v in upstream if k.lower() not in dropped]
+
+
+def _trusted(address: str, trusted: tuple[str, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in ipaddress.ip_network(net, strict=False) for net in trusted)
+
+
+def _node(address: str) -> str:
+    """An address as RFC 7239 writes a node: IPv6 in brackets and quotes."""
+    return f'"[{address}]"' if ":" in address else address
 
 
 def raw_path(environ: Mapping[str, object]) -> str:

@@ -14,22 +14,25 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.merchant import merchant_id
-from domain.proxy_service import ProxyService
+from domain.proxy_service import ProxyService, localhost_refusal
 
 SANDBOX_DOMAIN = "localhost"
 
 
 class DomainCheck:
     def __init__(self, verified_view: Any, verified_now: Callable[[str], set[str]],
-                 refusal: Callable[[str], str | None], *, sandbox: bool) -> None:
+                 refusal: Callable[[str], str | None], *, sandbox: bool,
+                 own_ports: frozenset[int] = frozenset()) -> None:
         self._view, self._now, self._refusal, self._sandbox = verified_view, verified_now, refusal, sandbox
+        self._own_ports = own_ports
 
     def refusal(self, service: ProxyService) -> tuple[str, str] | None:
         """(error code, message) when the service must not be proxied now; None when it may."""
         domain = service.base.domain
-        if self._sandbox and domain == SANDBOX_DOMAIN:  # sandbox localhost services need no verification
-            return None
-        if (why := self._refusal(domain)) is not None:
+        local = self._sandbox and domain == SANDBOX_DOMAIN  # the sandbox merchant's, pre-verified (checked below)
+        if local and (refused := localhost_refusal(service.base, self._own_ports)) is not None:
+            return "domain_blocked", refused  # a service made before the rule, or a port taken since
+        if not local and (why := self._refusal(domain)) is not None:
             return "domain_blocked", f"this service's domain is refused: {why}"
         if domain in self._view.list_verified_domains(str(merchant_id(service.merchant))):
             return None

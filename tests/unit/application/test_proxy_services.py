@@ -81,10 +81,22 @@ def test_no_verified_domain_no_service(directory):
 
 
 def test_localhost_is_for_sandbox_mode_only(directory):
+    directory.verify("a", "localhost")  # the sandbox merchant's, as `up` pre-verifies it
     with pytest.raises(ProxyServiceError):
         services(directory).create_service("a", "Local", "localhost", port=8080)
     local = services(directory, sandbox=True).create_service("a", "Local", "localhost", port=8080)
     assert local.base_url == "http://localhost:8080" and local.slug == "localhost"
+
+
+def test_only_the_sandbox_merchant_may_proxy_localhost_and_never_to_paywardens_own_ports(directory):
+    directory.verify("sandbox", "localhost")
+    app = ProxyServices(merchants=directory, sandbox=True, own_ports=frozenset({8402, 18402}))
+    with pytest.raises(ProxyServiceError, match="not a verified domain"):
+        app.create_service("other", "Metrics", "localhost", port=9100)  # any other merchant of the sandbox
+    for port in (8402, 18402):  # the API (its /metrics), on its default port or the one it runs on
+        with pytest.raises(ProxyServiceError, match="own listeners"):
+            app.create_service("sandbox", "Metrics", "localhost", port=port)
+    assert app.create_service("sandbox", "Demo", "localhost", port=8406).base_url == "http://localhost:8406"
 
 
 @pytest.mark.parametrize("suffix", ["/../admin", "/a?b=1", "/a#b", "/a b"])
