@@ -92,6 +92,12 @@ class AccountsView(SqlView):
         )
         return rows[0][0] if rows else None
 
+    def get_capabilities(self, merchant_id: str) -> frozenset[tuple[str, str, str]]:
+        """The merchant's enabled (network, scheme, asset): what a proxied payment is checked against."""
+        rows = self.rows("SELECT network, scheme, asset FROM accounts_capabilities WHERE merchant_id = ?",
+                         (merchant_id,))
+        return frozenset((str(n), str(s), str(a)) for n, s, a in rows)
+
     def get_discovery_enabled(self, merchant_id: str) -> bool:
         rows = self.rows("SELECT discovery_enabled FROM accounts_merchants WHERE merchant_id = ?", (merchant_id,))
         return bool(rows[0][0]) if rows else True

@@ -41,3 +41,25 @@ def test_the_sdk_client_pays_the_demo_backend_through_the_proxy_under_gunicorn(s
                           headers={"PAYMENT-SIGNATURE": paid.request.headers["PAYMENT-SIGNATURE"]})
     assert replay.status_code == 402
     assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
+
+
+def test_a_payment_the_demo_api_settled_is_not_served_again_through_the_proxy(stack):
+    """One payment, two doors: the demo merchant API settles it through `/settle`; the same PAYMENT-SIGNATURE
+    sent to the proxy (same price and payTo) is `duplicate_settlement`, and the backend never sees it."""
+    from x402 import x402ClientSync
+    from x402.http.clients import wrapRequestsWithPayment
+    from x402.mechanisms.svm.exact import ExactSvmScheme
+    from x402.mechanisms.svm.signers import KeypairSigner
+
+    rpc = Client(stack["rpc_url"])
+    client = x402ClientSync()
+    client.register("solana:*", ExactSvmScheme(KeypairSigner(payer_keypair(stack)), rpc_url=stack["rpc_url"]))
+    paid = wrapRequestsWithPayment(requests.Session(), client).get(stack["demo_url"], timeout=60)
+    assert paid.status_code == 200
+    after_demo = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
+    replay = requests.get(stack["demo_proxy_url"], timeout=30,
+                          headers={"PAYMENT-SIGNATURE": paid.request.headers["PAYMENT-SIGNATURE"]})
+    assert replay.status_code == 402
+    assert json.loads(base64.b64decode(replay.headers["PAYMENT-REQUIRED"]))["error"] == "duplicate_settlement"
+    assert "PAYMENT-RESPONSE" not in replay.headers
+    assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == after_demo

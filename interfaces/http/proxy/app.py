@@ -22,6 +22,8 @@ from http import HTTPStatus
 from typing import Any
 
 from application.outcomes import ProxyDecision, ProxyStep, SettleOutcome
+from application.payments import Payments
+from application.ports import FeePayers
 from application.proxy_services import ProxyServices
 from domain.clients import Capability, Client
 from domain.codes import Code
@@ -43,6 +45,7 @@ from interfaces.http.proxy.payment import (
 )
 from interfaces.http.proxy.serving import DomainCheck
 from interfaces.runtime.metrics_registry import exposition
+from projections.accounts import AccountsView
 
 log = logging.getLogger("paywarden.proxy")
 OPERATIONS = "/.well-known/paywarden/"
@@ -81,13 +84,13 @@ class Exchange:
 
 
 class ProxyApp:
-    def __init__(self, proxies: ProxyServices, payments: Any, merchants: Any, fee_payers: Any,
+    def __init__(self, proxies: ProxyServices, payments: Payments, accounts: AccountsView, fee_payers: FeePayers,
                  outbound: OutboundClient, public_url: str = "", domains: DomainCheck | None = None,
                  trusted_proxies: tuple[str, ...] = (), metrics_token: str = "") -> None:
         """`public_url`: the proxy's public address (PAYWARDEN_PROXY_URL), the only source of the gateway URLs
         that 402s and the discovery catalog show; without it (a sandbox run without `up` or `serve`) each
         service's own gateway path on the listener's address, never a client's `Host`."""
-        self._proxies, self._payments, self._merchants = proxies, payments, merchants
+        self._proxies, self._payments, self._accounts = proxies, payments, accounts
         self._fee_payers, self._outbound, self._public_url = fee_payers, outbound, public_url.rstrip("/")
         self._domains, self._trusted, self._metrics_token = domains, trusted_proxies, metrics_token
 
@@ -293,9 +296,11 @@ class ProxyApp:
         return data or b""
 
     def _client(self, service: ProxyService) -> Client:
-        merchant = self._merchants.get_merchant(service.merchant)
-        return Client(id=f"merchant:{merchant_id(service.merchant)}", registered=True, merchant=service.merchant,
-                      capabilities=frozenset(Capability(*c) for c in merchant.capabilities))
+        """The service's merchant as the payment's client, its capabilities from the accounts read model (as an
+        API key's are), not a replay of the Merchant."""
+        uuid = str(merchant_id(service.merchant))
+        return Client(id=f"merchant:{uuid}", registered=True, merchant=service.merchant,
+                      capabilities=frozenset(Capability(*c) for c in self._accounts.get_capabilities(uuid)))
 
     def _gateway_url(self, x: Exchange) -> str:
         return f"{self._base_url(x)}/{x.slug}{x.path}"

@@ -21,7 +21,7 @@ def create_proxy_app(container: Container, *, resolver: Any = None, ssl_context:
     domains = DomainCheck(container.console, container.proxies.verified_domains_of,
                           container.merchants.settings.refusal, sandbox=container.config.sandbox,
                           own_ports=container.config.own_ports)
-    return ProxyApp(container.proxies, container.payments, container.merchants, container.fee_payers, outbound,
+    return ProxyApp(container.proxies, container.payments, container.accounts, container.fee_payers, outbound,
                     public_url=container.config.proxy_url, domains=domains,
                     trusted_proxies=container.config.trusted_proxies,
                     metrics_token=container.config.proxy_metrics_token)
