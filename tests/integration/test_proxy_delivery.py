@@ -138,17 +138,18 @@ def test_the_same_signature_sent_at_once_is_delivered_once(stack_on, settle):
 # -- 3: the price follows the path the upstream receives -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/cheap/..;/premium", "/premium;x=1", "/cheap/a;b/premium", "/premium%3Bx=1",
-                                  "/cheap/%2e%2e;/premium"])
-def test_path_parameters_cannot_buy_an_expensive_path_at_a_cheap_routes_price(stack, path):
+def test_path_parameters_cannot_buy_an_expensive_path_at_a_cheap_routes_price(stack_on):
+    stack = stack_on
     stack.proxies.add_route("acme", stack.service_id, method="GET", path="/cheap/*", price=1000,
                             pay_to=str(stack.gateway.pay_to.pubkey()))
     stack.proxies.add_route("acme", stack.service_id, method="GET", path="/premium", price=900_000,
                             pay_to=str(stack.gateway.pay_to.pubkey()))
     stack.route("/*")  # a catch-all at the cheap price
-    refused = requests.get(stack.url(path), timeout=30)
-    assert refused.status_code == 400 and refused.json()["error"] == "invalid_path"
-    assert "PAYMENT-REQUIRED" not in refused.headers
+    for path in ("/cheap/..;/premium", "/premium;x=1", "/cheap/a;b/premium", "/premium%3Bx=1",
+                 "/cheap/%2e%2e;/premium", "/cheap/..%3B/premium"):
+        refused = requests.get(stack.url(path), timeout=30)
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_path", path
+        assert "PAYMENT-REQUIRED" not in refused.headers
     premium = requests.get(stack.url("/premium"), timeout=30)
     assert json.loads(base64.b64decode(premium.headers["PAYMENT-REQUIRED"]))["accepts"][0]["amount"] == "900000"
     assert paths_seen(stack) == []
@@ -172,7 +173,8 @@ def test_an_upstream_4xx_replay_reaches_the_upstream_at_most_the_forward_limit(s
 # -- 5: nothing the client says becomes public or privileged --------------------------------------------------------
 
 
-def test_the_resource_url_comes_from_configuration_never_from_the_clients_host(stack):
+def test_the_resource_url_comes_from_configuration_never_from_the_clients_host(stack_on):
+    stack = stack_on
     stack.route("/weather/*", description="Weather", mime_type="application/json")
     forged = {"Host": "attacker-shop.com", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "attacker-shop.com"}
     unpaid = requests.get(stack.url("/weather/x"), headers=forged, timeout=30)
@@ -226,7 +228,8 @@ def test_a_trusted_proxys_forwarded_for_chain_is_kept_and_the_peer_appended(stac
 # -- 6: the sandbox's localhost and the proxy's metrics ------------------------------------------------------------
 
 
-def test_a_localhost_service_on_paywardens_own_port_is_refused_at_request_time(stack):
+def test_a_localhost_service_on_paywardens_own_port_is_refused_at_request_time(stack_on):
+    stack = stack_on
     service = stack.proxies.create_service("acme", "Local", "localhost", port=9177)
     stack.proxies.add_route("acme", str(service.id), method="GET", path="/*", price=PRICE,
                             pay_to=str(stack.gateway.pay_to.pubkey()))
