@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Protocol
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -64,12 +64,6 @@ def verified_domains(merchant: Any) -> set[str]:
     them: `Merchant.domains` maps a domain to its record, with `verified` set once a check succeeded."""
     domains = getattr(merchant, "domains", None) or {}
     return {name for name, record in domains.items() if record.get("verified")}
-
-
-@dataclass(frozen=True)
-class Match:
-    service: ProxyService
-    route: Route
 
 
 class _FrozenTranscoding(Transcoding):

@@ -243,12 +243,6 @@ def _without_none(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
-class SimulationDetailsSchema(Schema):
-    error = fields.String()
-    error_code = fields.String(data_key="errorCode")
-    logs = fields.List(fields.String())
-
-
 class VerifyResponseSchema(Schema):
     is_valid = fields.Boolean(data_key="isValid", required=True)
     payer = fields.String()
