@@ -72,7 +72,7 @@ def url(name: str) -> str:
 
 def seed(listings: Listings) -> None:
     """Record every listing, the second payment of the forecast, and the delisting of `gone`."""
-    for n, (name, (resource, owner, info, network, pay_to, minutes)) in enumerate(LISTINGS.items()):
+    for n, (resource, owner, info, network, pay_to, minutes) in enumerate(LISTINGS.values()):
         listings.register_from_payment(_paid(n, resource, owner, info, network, pay_to, minutes))
     name, network, minutes = AGAIN
     resource, owner, info, _, pay_to, _ = LISTINGS[name]
