@@ -9,6 +9,10 @@ returns the most recent matches (a window of at most `WINDOW`); `rank` orders th
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -29,6 +33,18 @@ def words(text: str) -> list[str]:
     everything else (so `city_name`, `city-name` and `city name` are the same two words)."""
     plain = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
     return list(dict.fromkeys(WORD.findall(plain.lower())))
+
+
+def query_problem(query: str) -> str | None:
+    """Why a search query cannot be searched for, or None: the one rule the API and the console apply."""
+    if len(query) > MAX_QUERY_CHARS:
+        return f"at most {MAX_QUERY_CHARS} characters"
+    found = words(query)
+    if not found:
+        return "empty: give at least one word (letters or digits)"
+    if len(found) > MAX_QUERY_WORDS:
+        return f"at most {MAX_QUERY_WORDS} words"
+    return None
 
 
 def normal(text: str) -> str:
@@ -112,9 +128,27 @@ class Candidate:
 
 @dataclass(frozen=True, order=False)
 class Key:
+    """A place in a search's ranking; as a cursor (`token`), tied to the search it came from (`fingerprint`)."""
+
     tier: int
     last_updated: str
     listing_id: str
+
+    def token(self, fingerprint: str) -> str:
+        text = json.dumps([self.tier, self.last_updated, self.listing_id, fingerprint], separators=(",", ":"))
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    @classmethod
+    def from_token(cls, token: str, fingerprint: str) -> Key:
+        """The place a cursor names; ValueError when it is not one, or is another search's."""
+        try:
+            tier, moment, listing, of = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (ValueError, TypeError, binascii.Error):
+            raise ValueError("not a cursor") from None
+        if of != fingerprint or not isinstance(tier, int) or not isinstance(moment, str) or \
+                not isinstance(listing, str):
+            raise ValueError("not a cursor of this search")
+        return cls(tier, moment, listing)
 
     def after(self, other: Key) -> bool:
         """Whether this key is ranked after `other`."""
@@ -123,6 +157,11 @@ class Key:
         if self.last_updated != other.last_updated:
             return self.last_updated < other.last_updated
         return self.listing_id > other.listing_id
+
+
+def fingerprint(query: str, filters: str) -> str:
+    """What a search is, for its cursors: the query's words, the query compared whole, and the filters."""
+    return hashlib.sha256(f"{' '.join(words(query))}|{normal(query)}|{filters}".encode()).hexdigest()[:16]
 
 
 def ranked(candidates: list[Candidate], query: str) -> list[tuple[Key, Candidate]]:

@@ -4,6 +4,8 @@ window (`partialResults`), the 400s and the 60 s cache over HTTP."""
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import pytest
@@ -243,3 +245,42 @@ def test_the_list_filters_over_http_and_each_answer_is_cached_60_seconds(api):
     assert listed(network=MAINNET.caip2, payTo=WALLET_A) == ["translate", "forecast"]
     assert names(client.simulate_get("/discovery/search", params={"query": "Between languages"}).json[
         "resources"]) == []
+
+
+def test_the_consoles_discovery_page_searches_the_catalog_and_pages_its_results(api):
+    from tests.integration.console_helpers import add_owner, console_client
+    from tests.integration.test_console_pages import log_in
+
+    _, _, gateway = api
+    add_owner(gateway.container, "acme", "owner@acme.test")
+    client = console_client(gateway.container)
+    cookie, _ = log_in(client, "owner@acme.test")
+
+    def page(**params: str) -> str:
+        answer = client.simulate_get("/discovery", params=params, cookies={"pw_console_session": cookie})
+        assert answer.status_code == 200
+        return answer.text
+
+    def shown(text: str) -> list[str]:
+        return [NAMES[u] for u in re.findall(r'<td class="mono">GET (https://[^<]+)</td>', text)]
+
+    blank = page()
+    assert '<input type="search" id="query" name="query" value=""' in blank and "search-results" not in blank
+    first = page(query="weather")
+    assert 'value="weather"' in first and shown(first) == SEARCHES["weather"]
+    everything = page(query="example")
+    assert shown(everything) == SEARCHES["example"] and "search-next" not in everything
+    with pytest.MonkeyPatch.context() as patch:  # pages of two
+        patch.setattr("interfaces.http.console.pages.SEARCH_PAGE", 2)
+        seen, text = [], page(query="example")
+        while True:
+            seen += shown(text)
+            found = re.search(r'href="/discovery\?query=example&amp;cursor=([^"]+)" id="search-next"', text)
+            if found is None:
+                break
+            text = page(query="example", cursor=html.unescape(found.group(1)))
+        assert seen == SEARCHES["example"]
+    assert "Nothing in the catalog matches “xyzzy nonsense”" in page(query="xyzzy nonsense")
+    refused = page(query="-- !!")
+    assert 'aria-invalid="true"' in refused and "empty: give at least one word" in refused
+    assert "belongs to another search" in page(query="weather", cursor="bm90IGEgY3Vyc29y")

@@ -6,10 +6,6 @@ readers: the last item's place in the ranking and a digest of the query it belon
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
 from typing import Any
 
 import falcon
@@ -19,7 +15,7 @@ from application.ports import DISCOVERY_TTL_SECONDS, QueryCache
 from domain.networks import X402_VERSION
 from interfaces.http.discovery.resources import DiscoveryFilterSchema, finite, load_query
 from projections.catalog import CatalogView, search_resources
-from projections.catalog_search import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Key, words
+from projections.catalog_search import MAX_QUERY_CHARS, Key, fingerprint, query_problem
 
 
 class DiscoverySearchQuerySchema(DiscoveryFilterSchema):
@@ -29,34 +25,19 @@ class DiscoverySearchQuerySchema(DiscoveryFilterSchema):
 
     @validates("query")
     def _words(self, value: str, **_: Any) -> None:
-        found = words(value)
-        if not found:
-            raise ValidationError("empty: give at least one word (letters or digits)")
-        if len(found) > MAX_QUERY_WORDS:
-            raise ValidationError(f"at most {MAX_QUERY_WORDS} words")
+        problem = query_problem(value)
+        if problem and len(value) <= MAX_QUERY_CHARS:  # the length is the field's own (documented) rule
+            raise ValidationError(problem)
 
     def complete(self, data: dict[str, Any]) -> dict[str, Any]:
-        searched = f"{' '.join(words(data['query']))}|{' '.join(data['query'].lower().split())}|{data['filters']}"
-        data["digest"] = hashlib.sha256(searched.encode()).hexdigest()[:16]
-        data["after"] = _cursor(data["cursor"], data["digest"]) if data["cursor"] else None
-        data["key"] = f"search|v1|{searched}|{data['limit']}|{data['cursor'] or ''}"
+        data["fingerprint"] = fingerprint(data["query"], data["filters"])
+        try:
+            data["after"] = Key.from_token(data["cursor"], data["fingerprint"]) if data["cursor"] else None
+        except ValueError:
+            raise ValidationError("not a cursor of this search (send the same query and filters)",
+                                  field_name="cursor") from None
+        data["key"] = f"search|v1|{data['fingerprint']}|{data['limit']}|{data['cursor'] or ''}"
         return data
-
-
-def _cursor(text: str, digest: str) -> Key:
-    try:
-        tier, moment, listing, of = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        if of != digest or not isinstance(tier, int) or not isinstance(moment, str) or not isinstance(listing, str):
-            raise ValueError
-    except (ValueError, TypeError, binascii.Error):
-        raise ValidationError("not a cursor of this search (send the same query and filters)",
-                              field_name="cursor") from None
-    return Key(tier, moment, listing)
-
-
-def cursor_text(key: Key, digest: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([key.tier, key.last_updated, key.listing_id, digest],
-                                               separators=(",", ":")).encode()).decode().rstrip("=")
 
 
 class DiscoverySearchResource:
@@ -73,7 +54,7 @@ class DiscoverySearchResource:
                                     query["limit"], query["after"])
             body = {"x402Version": X402_VERSION, "resources": finite(page.items), "partialResults": page.partial,
                     "pagination": {"limit": query["limit"],
-                                   "cursor": cursor_text(page.cursor, query["digest"]) if page.cursor else None}}
+                                   "cursor": page.cursor.token(query["fingerprint"]) if page.cursor else None}}
             self._cache.put(query["key"], body)
         resp.media = body
         resp.set_header("Cache-Control", f"public, max-age={DISCOVERY_TTL_SECONDS}")
