@@ -266,20 +266,19 @@ def test_the_consoles_discovery_page_searches_the_catalog_and_pages_its_results(
 
     blank = page()
     assert '<input type="search" id="query" name="query" value=""' in blank and "search-results" not in blank
+    # (Queries the listing another test of this module changes does not answer.)
     first = page(query="weather")
-    assert 'value="weather"' in first and shown(first) == SEARCHES["weather"]
-    everything = page(query="example")
-    assert shown(everything) == SEARCHES["example"] and "search-next" not in everything
+    assert 'value="weather"' in first and shown(first) == SEARCHES["weather"] and "search-next" not in first
     with pytest.MonkeyPatch.context() as patch:  # pages of two
         patch.setattr("interfaces.http.console.pages.SEARCH_PAGE", 2)
-        seen, text = [], page(query="example")
+        seen, text = [], page(query="weather")
         while True:
             seen += shown(text)
-            found = re.search(r'href="/discovery\?query=example&amp;cursor=([^"]+)" id="search-next"', text)
+            found = re.search(r'href="/discovery\?query=weather&amp;cursor=([^"]+)" id="search-next"', text)
             if found is None:
                 break
-            text = page(query="example", cursor=html.unescape(found.group(1)))
-        assert seen == SEARCHES["example"]
+            text = page(query="weather", cursor=html.unescape(found.group(1)))
+        assert seen == SEARCHES["weather"]
     assert "Nothing in the catalog matches “xyzzy nonsense”" in page(query="xyzzy nonsense")
     refused = page(query="-- !!")
     assert 'aria-invalid="true"' in refused and "empty: give at least one word" in refused
