@@ -299,7 +299,7 @@ def _direct_search(label: str, view: Any, round_: int, args: argparse.Namespace)
     from domain.networks import DEVNET
     from projections.catalog import list_resources, search_resources
 
-    found = view.rows("SELECT term FROM catalog_terms WHERE term LIKE 'payTo:%' ORDER BY term LIMIT 1")
+    found = view.rows("SELECT term FROM catalog_terms WHERE term LIKE ? ORDER BY term LIMIT 1", ("payTo:%",))
     names = {"devnet": DEVNET.caip2, "pay_to": found[0][0].removeprefix("payTo:") if found else "none"}
     runs = []
     timed: list[tuple[str, Any]] = []
