@@ -24,12 +24,15 @@ from domain.clients import ANONYMOUS_ID
 from domain.discovery import ListingDetails, query_params
 from domain.listing import DiscoveryListing
 from domain.networks import X402_VERSION, network
+from projections import catalog_search as search
 from projections.runner import catch_up
-from projections.sql import SqlView, values
+from projections.sql import Cursor, SqlView, values
 
 SERVED_PROVIDER = ("name", "description", "url")  # provider.contact is accepted, stored, never served
 # The counts and the order of pairs of tags are kept (filled once for an older catalog): the marker row says so.
 PAIRS_KEPT = "kept:pair order"
+# The filter terms (network, payTo, scheme, extension) and the search index are kept too (filled once likewise).
+SEARCH_KEPT = "kept:terms and search"
 UPSERT_COUNT = ("INSERT INTO catalog_counts VALUES (?, ?) ON CONFLICT (filter) DO UPDATE "
                 "SET n = catalog_counts.n + excluded.n")
 
@@ -40,8 +43,15 @@ class Page:
     total: int
 
 
+@dataclass(frozen=True)
+class SearchPage:
+    items: list[dict[str, Any]]
+    cursor: search.Key | None  # the last item's place, when more follow
+    partial: bool  # more listings matched than were ranked (`search.WINDOW`)
+
+
 class CatalogView(SqlView):
-    tables = (
+    tables: tuple[str, ...] = (
         "CREATE TABLE IF NOT EXISTS catalog_listings (listing_id TEXT PRIMARY KEY, resource TEXT NOT NULL, "
         "method TEXT NOT NULL, type TEXT NOT NULL, last_updated TEXT NOT NULL, enabled BOOLEAN NOT NULL, "
         "item TEXT NOT NULL)",
@@ -69,7 +79,15 @@ class CatalogView(SqlView):
         "listing_id)",
         "CREATE INDEX IF NOT EXISTS catalog_pair_order_type_page ON catalog_pair_order (pair, type, "
         "last_updated DESC, listing_id)",
+        # The filter terms of each listing (`network:<CAIP-2>`, `payTo:<address>`, `scheme:<name>`,
+        # `extension:<key>`; projections/catalog_search.py), in the served order like a tag's.
+        "CREATE TABLE IF NOT EXISTS catalog_terms (term TEXT NOT NULL, listing_id TEXT NOT NULL, "
+        "type TEXT NOT NULL, last_updated TEXT NOT NULL, PRIMARY KEY (term, listing_id))",
+        "CREATE INDEX IF NOT EXISTS catalog_terms_page ON catalog_terms (term, last_updated DESC, listing_id)",
+        "CREATE INDEX IF NOT EXISTS catalog_terms_type_page ON catalog_terms (term, type, last_updated DESC, "
+        "listing_id)",
     )
+    # The search index: the engine's own tables, in the subclasses (projections/catalog_search.py).
     # A catalog built before the order and count tables existed gets them filled once, from its rows, when its
     # view is created with an empty count table (a table the projection has written to is never empty again).
     backfill = (
@@ -85,6 +103,47 @@ class CatalogView(SqlView):
 
     def create_table(self) -> None:
         super().create_table()  # type: ignore[misc]
+        self._fill_pairs()
+        self._fill_terms_and_search()
+
+    def _fill_terms_and_search(self) -> None:
+        """A catalog from before the terms and the search index: both filled once from its items."""
+        if self.rows("SELECT filter FROM catalog_counts WHERE filter = ?", (SEARCH_KEPT,)):
+            return
+        try:
+            with self.datastore.transaction(commit=True) as c:
+                c.execute(self.sql("INSERT INTO catalog_counts VALUES (?, 1)"), (SEARCH_KEPT,))
+                cursor = Cursor(c, self)
+                cursor.execute("DELETE FROM catalog_counts WHERE filter LIKE ? OR filter LIKE ?",
+                               ("term:%", "type:% term:%"))
+                cursor.execute("DELETE FROM catalog_terms")
+                self.clear_search(cursor)
+                c.execute(self.sql("SELECT listing_id, type, last_updated, item FROM catalog_listings "
+                                   "ORDER BY last_updated, listing_id"))
+                for key, kind, moment, served in [values(r) for r in c.fetchall()]:
+                    item = json.loads(served)
+                    _write_terms(cursor, key, kind, moment, search.terms(item))
+                    self.write_search(cursor, key, moment, item)
+        except (IntegrityError, OperationalError):
+            pass  # another process filled them at the same moment
+
+    def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
+        """Index (or index again) a listing's served item."""
+        raise NotImplementedError
+
+    def delete_search(self, c: Any, key: str) -> None:
+        raise NotImplementedError
+
+    def clear_search(self, c: Any) -> None:
+        raise NotImplementedError
+
+    def search_window(self, c: Any, query_words: list[str], where: str,
+                      params: list[Any]) -> list[search.Candidate]:
+        """At most `search.WINDOW + 1` listings matching every word and the filters (`where`, on `x`), the most
+        recent first."""
+        raise NotImplementedError
+
+    def _fill_pairs(self) -> None:
         kept = [r[0] for r in self.rows("SELECT filter FROM catalog_counts WHERE filter IN ('', ?)", (PAIRS_KEPT,))]
         if PAIRS_KEPT in kept:
             return  # the usual case: nothing to fill, and no write at start-up
@@ -119,15 +178,17 @@ class CatalogView(SqlView):
         for key, n in counts.items():
             c.execute(self.sql(UPSERT_COUNT), (key, n))
 
-    def get_page(self, kind: str | None, tags: tuple[str, ...], limit: int, offset: int) -> Page:
+    def get_page(self, kind: str | None, tags: tuple[str, ...], limit: int, offset: int,
+                 terms: tuple[str, ...] = ()) -> Page:
         """One page in a stable order (most recently updated first, then by id) and the total, read together.
 
         The page's ids come from one index in the served order (the listings' own, by type, or by the first
-        tag's, the rarest of those asked), so reading a page costs the same however large the catalog; only the
-        offset costs (the index entries skipped, never the listings), and a page in the second half is read from
-        the other end of the index, so the last page costs what the first does. With no tag, one tag or two, the
-        total is a kept count; with three or more, it counts the rarest tag's listings that have the others."""
-        tags = tuple(dict.fromkeys(tags))
+        tag's or term's, the rarest of those asked), so reading a page costs the same however large the catalog;
+        only the offset costs (the index entries skipped, never the listings), and a page in the second half is
+        read from the other end of the index, so the last page costs what the first does. With no tag or term,
+        one of them, or two tags, the total is a kept count; otherwise it counts the rarest one's listings that
+        have the others."""
+        tags, terms = tuple(dict.fromkeys(tags)), tuple(dict.fromkeys(terms))
         with self.datastore.transaction(commit=False) as c:
             def count(key: str) -> int:
                 c.execute(self.sql("SELECT n FROM catalog_counts WHERE filter = ?"), (key,))
@@ -135,25 +196,27 @@ class CatalogView(SqlView):
                 return int(values(rows[0])[0]) if rows else 0
 
             type_key = f"type:{kind}" if kind else ""
-            if not tags:
+            keys = [("tag", t) for t in tags] + [("term", t) for t in terms]
+            others: list[tuple[str, str]] = []
+            if not keys:
                 total = count(type_key)
                 source, params = "catalog_listings x WHERE 1 = 1", []
-            elif len(tags) == 2:  # the pair's own order
-                first, others = _pairs(tags)[0], []
-                source, params = "catalog_pair_order x WHERE x.pair = ?", [first]
+            elif len(tags) == 2 and not terms:  # the pair's own order
+                source, params = "catalog_pair_order x WHERE x.pair = ?", [_pairs(tags)[0]]
+                total = count(_pair_keys(kind, tags)[0])
             else:
-                ranked = sorted(tags, key=lambda tag: (count(f"{type_key} tag:{tag}".lstrip()), tag))
-                first, others = ranked[0], ranked[1:]
-                source, params = "catalog_tag_order x WHERE x.tag = ?", [first]
+                ranked = sorted(keys, key=lambda k: (count(f"{type_key} {k[0]}:{k[1]}".lstrip()), k))
+                (table, first), others = ranked[0], ranked[1:]
+                source, params = ("catalog_tag_order x WHERE x.tag = ?" if table == "tag"
+                                  else "catalog_terms x WHERE x.term = ?"), [first]
+                total = count(f"{type_key} {table}:{first}".lstrip())
             if kind:
                 source += " AND x.type = ?"
                 params.append(kind)
-            for tag in others if tags else ():
-                source += " AND EXISTS (SELECT 1 FROM catalog_tags o WHERE o.listing_id = x.listing_id AND o.tag = ?)"
-                params.append(tag)
-            if tags and len(tags) <= 2:
-                total = count(_pair_keys(kind, tags)[0] if len(tags) == 2 else f"{type_key} tag:{first}".lstrip())
-            elif tags:
+            where, extra = _exists(others)
+            source += where
+            params += extra
+            if others:
                 c.execute(self.sql(f"SELECT COUNT(*) FROM {source}"), tuple(params))
                 total = int(values(c.fetchone())[0])
             order = "x.last_updated DESC, x.listing_id"
@@ -169,6 +232,33 @@ class CatalogView(SqlView):
                     (*params, limit, offset))
                 items = [json.loads(values(row)[0]) for row in c.fetchall()]
         return Page(items, total)
+
+    def search(self, query: str, kind: str | None, tags: tuple[str, ...], terms: tuple[str, ...], limit: int,
+               after: search.Key | None = None) -> SearchPage:
+        """The listings matching every word of `query` and the filters, ranked (`catalog_search.ranked`), the
+        page after `after`. The engine finds the matches and returns the most recent `search.WINDOW`."""
+        where, params = "", []
+        if kind:
+            where, params = " AND EXISTS (SELECT 1 FROM catalog_listings t WHERE t.listing_id = x.listing_id " \
+                            "AND t.type = ?)", [kind]
+        more, extra = _exists([("tag", t) for t in dict.fromkeys(tags)] + [("term", t) for t in dict.fromkeys(terms)])
+        where, params = where + more, params + extra
+        with self.datastore.transaction(commit=False) as c:
+            cursor = Cursor(c, self)
+            window = self.search_window(cursor, search.words(query), where, params)
+            partial = len(window) > search.WINDOW
+            keyed = search.ranked(window[:search.WINDOW], query)
+            if after is not None:
+                keyed = [(k, found) for k, found in keyed if k.after(after)]
+            page = keyed[:limit]
+            served: dict[str, dict[str, Any]] = {}
+            if page:
+                ids = [found.listing_id for _, found in page]
+                rows = cursor.execute(f"SELECT listing_id, item FROM catalog_listings WHERE listing_id IN "
+                                      f"({', '.join('?' for _ in ids)})", ids).fetchall()
+                served = {values(r)[0]: json.loads(values(r)[1]) for r in rows}
+        items = [served[found.listing_id] for _, found in page if found.listing_id in served]
+        return SearchPage(items, page[-1][0] if len(keyed) > limit else None, partial)
 
     def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any]]]:
         """(listing id, served item) of each listing `owner` (a client id, `merchant:<uuid>`) owns."""
@@ -189,11 +279,59 @@ class CatalogView(SqlView):
 
 
 class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
-    pass
+    tables = (*CatalogView.tables, *search.SQLITE_TABLES)
+    # The FTS rows' numbers are the index's own (a catalog filled from its items numbers them in another order
+    # than a replay of its events): what is indexed is compared, in catalog_search.
+    not_from_events = ("catalog_search_rows",)
+
+    def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
+        self.delete_search(c, key)
+        c.execute("INSERT INTO catalog_search (listing_id, last_updated, title, tags, head, body) "
+                  "VALUES (?, ?, ?, ?, ?, ?)", (key, moment, *search.document(served).row()))
+        c.execute("INSERT INTO catalog_search_rows VALUES (?, last_insert_rowid())", (key,))
+
+    def clear_search(self, c: Any) -> None:
+        c.execute("DELETE FROM catalog_search")
+        c.execute("DELETE FROM catalog_search_rows")
+
+    def delete_search(self, c: Any, key: str) -> None:
+        found = c.execute("SELECT row FROM catalog_search_rows WHERE listing_id = ?", (key,)).fetchall()
+        if found:
+            c.execute("DELETE FROM catalog_search WHERE rowid = ?", (values(found[0])[0],))
+            c.execute("DELETE FROM catalog_search_rows WHERE listing_id = ?", (key,))
+
+    def search_window(self, c: Any, query_words: list[str], where: str,
+                      params: list[Any]) -> list[search.Candidate]:
+        rows = c.execute(
+            "SELECT x.listing_id, x.last_updated, x.title, x.tags, x.head FROM catalog_search x "
+            f"WHERE catalog_search MATCH ?{where} "
+            "ORDER BY x.rowid DESC LIMIT ?", (search.sqlite_match(query_words), *params, search.WINDOW + 1)).fetchall()
+        return [search.Candidate(*values(r)) for r in rows]
 
 
 class PostgresCatalogView(CatalogView, PostgresTrackingRecorder):
     paramstyle = "format"
+    tables = (*CatalogView.tables, *search.POSTGRES_TABLES)
+
+    def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
+        self.delete_search(c, key)
+        c.execute("INSERT INTO catalog_search (listing_id, last_updated, title, tags, head, body) "
+                  "VALUES (?, ?, ?, ?, ?, ?)", (key, moment, *search.document(served).row()))
+
+    def delete_search(self, c: Any, key: str) -> None:
+        c.execute("DELETE FROM catalog_search WHERE listing_id = ?", (key,))
+
+    def clear_search(self, c: Any) -> None:
+        c.execute("DELETE FROM catalog_search")
+
+    def search_window(self, c: Any, query_words: list[str], where: str,
+                      params: list[Any]) -> list[search.Candidate]:
+        rows = c.execute(
+            "SELECT x.listing_id, x.last_updated, x.title, x.tags, x.head FROM catalog_search x "
+            f"WHERE x.document @@ websearch_to_tsquery('simple', ?){where} "
+            "ORDER BY x.last_updated DESC, x.listing_id LIMIT ?", (" ".join(query_words), *params,
+                                                                    search.WINDOW + 1)).fetchall()
+        return [search.Candidate(*values(r)) for r in rows]
 
 
 class CatalogProjection(Projection[CatalogView]):
@@ -212,11 +350,13 @@ class CatalogProjection(Projection[CatalogView]):
     def _(self, e: DiscoveryListing.Registered, tracking: Tracking) -> None:
         details = ListingDetails.from_dict(e.details)
         key, moment = str(e.originator_id), timestamp(e.verified_at)
+        served = item(e.resource, e.owner, details, e.offers, e.verified_at)
         with self.view.tracked(tracking) as c:
             c.execute("INSERT INTO catalog_listings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (key, e.resource, e.method, details.type, moment, True,
-                       json.dumps(item(e.resource, e.owner, details, e.offers, e.verified_at))))
+                      (key, e.resource, e.method, details.type, moment, True, json.dumps(served)))
             _write_tags(c, key, details.type, moment, details.tags)
+            _write_terms(c, key, details.type, moment, search.terms(served))
+            self.view.write_search(c, key, moment, served)
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
 
     @process_event.register
@@ -226,10 +366,13 @@ class CatalogProjection(Projection[CatalogView]):
             resource = values(c.execute("SELECT resource FROM catalog_listings WHERE listing_id = ?",
                                          (key,)).fetchone())[0]
             _delete_tags(c, key)
+            _delete_terms(c, key)
+            served = item(resource, e.owner, details, e.offers, e.verified_at)
             c.execute("UPDATE catalog_listings SET type = ?, last_updated = ?, item = ? WHERE listing_id = ?",
-                      (details.type, moment, json.dumps(item(resource, e.owner, details, e.offers, e.verified_at)),
-                       key))
+                      (details.type, moment, json.dumps(served), key))
             _write_tags(c, key, details.type, moment, details.tags)
+            _write_terms(c, key, details.type, moment, search.terms(served))
+            self.view.write_search(c, key, moment, served)
             c.execute("DELETE FROM catalog_owners WHERE listing_id = ?", (key,))
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
 
@@ -247,6 +390,8 @@ class CatalogProjection(Projection[CatalogView]):
     def _(self, e: DiscoveryListing.Delisted, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
             _delete_tags(c, str(e.originator_id))
+            _delete_terms(c, str(e.originator_id))
+            self.view.delete_search(c, str(e.originator_id))
             for table in ("catalog_owners", "catalog_listings"):
                 c.execute(f"DELETE FROM {table} WHERE listing_id = ?", (str(e.originator_id),))
 
@@ -272,6 +417,34 @@ def _delete_tags(c: Any, key: str) -> None:
     for pair in _pairs(tags):
         c.execute("DELETE FROM catalog_pair_order WHERE pair = ? AND listing_id = ?", (pair, key))
     _count(c, kind, tags, -1)
+
+
+def _write_terms(c: Any, key: str, kind: str, moment: str, terms: list[str]) -> None:
+    """A listing's filter terms in their order, and in the kept counts (`term:<t>`, `type:<k> term:<t>`)."""
+    for term in terms:
+        c.execute("INSERT INTO catalog_terms VALUES (?, ?, ?, ?)", (term, key, kind, moment))
+        for counted in (f"term:{term}", f"type:{kind} term:{term}"):
+            c.execute(UPSERT_COUNT, (counted, 1))
+
+
+def _delete_terms(c: Any, key: str) -> None:
+    """Undo `_write_terms` for a listing (before it changes or leaves)."""
+    found = c.execute("SELECT term, type FROM catalog_terms WHERE listing_id = ?", (key,)).fetchall()
+    for term, kind in (values(r) for r in found):
+        for counted in (f"term:{term}", f"type:{kind} term:{term}"):
+            c.execute(UPSERT_COUNT, (counted, -1))
+    c.execute("DELETE FROM catalog_terms WHERE listing_id = ?", (key,))
+
+
+def _exists(keys: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """The condition (on `x.listing_id`) that a listing has every tag and term of `keys`."""
+    where, params = "", []
+    for table, value in keys:
+        where += (" AND EXISTS (SELECT 1 FROM catalog_tags o WHERE o.listing_id = x.listing_id AND o.tag = ?)"
+                  if table == "tag" else
+                  " AND EXISTS (SELECT 1 FROM catalog_terms o WHERE o.term = ? AND o.listing_id = x.listing_id)")
+        params.append(value)
+    return where, params
 
 
 def _count(c: Any, kind: str, tags: tuple[str, ...], delta: int) -> None:
@@ -344,8 +517,16 @@ def _accept(offer: dict[str, Any], details: ListingDetails) -> dict[str, Any]:
 
 
 def list_resources(view: CatalogView, kind: str | None = None, tags: tuple[str, ...] = (), limit: int = 20,
-                   offset: int = 0) -> Page:
-    return view.get_page(kind, tuple(t.lower() for t in tags), limit, offset)
+                   offset: int = 0, terms: tuple[str, ...] = ()) -> Page:
+    """A page of the catalog; `terms` are filter terms (`network:<id>`, `payTo:<address>`, `scheme:<name>`,
+    `extension:<key>`), every one of them required, like every tag."""
+    return view.get_page(kind, tuple(t.lower() for t in tags), limit, offset, terms)
+
+
+def search_resources(view: CatalogView, query: str, kind: str | None = None, tags: tuple[str, ...] = (),
+                     terms: tuple[str, ...] = (), limit: int = 20, after: search.Key | None = None) -> SearchPage:
+    """The listings matching every word of `query` and every filter, ranked; the page after `after`."""
+    return view.search(query, kind, tuple(t.lower() for t in tags), terms, limit, after)
 
 
 def rebuild(listings: Application, view: CatalogView) -> int:

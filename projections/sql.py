@@ -176,3 +176,6 @@ def values(row: Any) -> list[Any]:
 def rowcount(cursor: Any) -> int:
     """Rows the last statement changed, whichever store's cursor (eventsourcing's SQLite cursor wraps sqlite3's)."""
     return int(getattr(cursor, "sqlite_cursor", cursor).rowcount)
+
+
+Cursor = _Cursor  # a view's cursor that writes its statements with `?` placeholders, whichever the store

@@ -36,7 +36,7 @@ from projections.sql import SqlView
 
 BATCH = 500
 ATTEMPTS = 5
-TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)", re.IGNORECASE)
+TABLE = re.compile(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", re.IGNORECASE)  # FTS5's are virtual
 
 
 @dataclass

@@ -49,6 +49,22 @@ QUERIES = {
     "two tags": {"tags": f"{TAGS[1]},{TAGS[3]}"},
     "type+tag": {"type": "http", "tags": TAGS[2]},
 }
+# `--direct` also times the filters and the search (docs/discovery.md). `{n}` is each query's own number, so a
+# rare word differs from query to query; `{pay_to}` a wallet of the store's (its first in the catalog's terms).
+FILTERED: dict[str, dict[str, Any]] = {
+    "network": {"terms": ("network:{devnet}",)},
+    "payTo": {"terms": ("payTo:{pay_to}",)},
+    "network+payTo": {"terms": ("network:{devnet}", "payTo:{pay_to}")},
+    "network+tag": {"terms": ("network:{devnet}",), "tags": TAGS[2]},
+}
+SEARCHES = {
+    "1 word": "benchmark",  # in every listing's description: the window is full, the answer partial
+    "1 rare word": "{n}",  # a listing's number: in its title, description and path
+    "1 word tag": TAGS[1],  # a tag: the exact-match tier
+    "2 words": "synthetic benchmark",
+    "2 words rare": "resource {n}",
+    "2 words+net": "large store",  # with the network filter
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -269,6 +285,7 @@ def _direct(stores: list[tuple[str, str, str]], args: argparse.Namespace) -> int
                     report.answers["ok"] += 1
                 report.seconds = time.perf_counter() - started
                 runs.append(_line({"label": label}, kind, report, load))
+            runs += _direct_search(label, view, round_, args)
     for _, view, _ in views:
         view.datastore.close()
     _summary(runs)
@@ -277,18 +294,49 @@ def _direct(stores: list[tuple[str, str, str]], args: argparse.Namespace) -> int
     return 0
 
 
+def _direct_search(label: str, view: Any, round_: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The filtered list pages and the searches, each `--queries` times."""
+    from domain.networks import DEVNET
+    from projections.catalog import list_resources, search_resources
+
+    found = view.rows("SELECT term FROM catalog_terms WHERE term LIKE ? ORDER BY term LIMIT 1", ("payTo:%",))
+    names = {"devnet": DEVNET.caip2, "pay_to": found[0][0].removeprefix("payTo:") if found else "none"}
+    runs = []
+    timed: list[tuple[str, Any]] = []
+    for kind, params in FILTERED.items():
+        terms = tuple(t.format(**names) for t in params["terms"])
+        tags = tuple(t for t in params.get("tags", "").split(",") if t)
+        timed.append((f"list {kind}", lambda n, terms=terms, tags=tags: list_resources(
+            view, tags=tags, terms=terms, limit=20, offset=(round_ * args.queries + n) % 200)))
+    for kind, words in SEARCHES.items():
+        terms = (f"network:{DEVNET.caip2}",) if kind.endswith("+net") else ()
+        timed.append((f"search {kind}", lambda n, words=words, terms=terms: search_resources(
+            view, words.format(n=(round_ * args.queries + n) * 7919 % 100_000), terms=terms, limit=20)))
+    for kind, query in timed:
+        report = Report("discovery", args.queries, 1, 0.0)
+        load, started = os.getloadavg()[0], time.perf_counter()
+        for n in range(args.queries):
+            began = time.perf_counter()
+            query(n)
+            report.latencies_ms.append((time.perf_counter() - began) * 1000)
+            report.answers["ok"] += 1
+        report.seconds = time.perf_counter() - started
+        runs.append(_line({"label": label}, kind, report, load))
+    return runs
+
+
 def _summary(runs: list[dict[str, Any]]) -> None:
     print("medians over the rounds (p50 / p99 ms):")
     labels = list(dict.fromkeys(r["store"] for r in runs))
     kinds = list(dict.fromkeys(r["what"] for r in runs))
-    print(f"{'':>10} " + "".join(f"{label:>24}" for label in labels))
+    print(f"{'':>20} " + "".join(f"{label:>24}" for label in labels))
     for kind in kinds:
         cells = []
         for label in labels:
             mine = [r for r in runs if r["store"] == label and r["what"] == kind]
             cells.append(f"{statistics.median(r['p50_ms'] for r in mine):>10.2f} / "
                          f"{statistics.median(r['p99_ms'] for r in mine):>9.2f}")
-        print(f"{kind:>10} " + "".join(f"{c:>24}" for c in cells))
+        print(f"{kind:>20} " + "".join(f"{c:>24}" for c in cells))
     for label in labels:  # CPU per verify of each process, median over the rounds
         measured = [r["cpu_ms_per_verify"] for r in runs if r["store"] == label and "cpu_ms_per_verify" in r]
         if measured:

@@ -16,6 +16,8 @@ from interfaces.container import build_view, store_env
 from projections.catalog import CatalogProjection, PostgresCatalogView, SqliteCatalogView, list_resources, rebuild
 from projections.runner import catch_up
 
+NETWORKS = ["solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1", "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"]
+
 
 class Anything:
     def resolve(self, hostname: str) -> list[str]:
@@ -28,10 +30,11 @@ class Anything:
         return None
 
 
-def payment(path: str, title: str, tags: list[str], kind: str = "http") -> VerifiedPayment:
+def payment(path: str, title: str, tags: list[str], kind: str = "http", network: str = "solana:devnet",
+            pay_to: str = "WALLET") -> VerifiedPayment:
     info = {"title": title, "tags": tags, "type": kind, "provider": {"name": "Acme", "contact": "ops@acme.test"}}
     return VerifiedPayment(uuid4(), "merchant:m1", {"bazaar": {"info": info}},
-                           {"url": f"https://api.example.com/{path}"}, "solana:devnet", "MINT", 10_000, "WALLET",
+                           {"url": f"https://api.example.com/{path}"}, network, "MINT", 10_000, pay_to,
                            datetime.now(UTC))
 
 
@@ -105,9 +108,16 @@ def catalog_config(request, tmp_path):
     return Config(data_dir=tmp_path)
 
 
-def expected_page(rows, kind, tags, limit, offset):
+def expected_page(rows, kind, tags, limit, offset, terms=()):
     """What a query must answer, computed from every row the slow way."""
-    kept = [r for r in rows if (not kind or r[3] == kind) and set(tags) <= set(r[7])]
+    def has(item, term):
+        field, _, value = term.partition(":")
+        if field == "extension":
+            return value == "bazaar"  # every listing carries the extension it was registered by
+        return any(a[field] == value for a in item["accepts"])
+
+    kept = [r for r in rows if (not kind or r[3] == kind) and set(tags) <= set(r[7])
+            and all(has(r[6], t) for t in terms)]
     kept.sort(key=lambda r: r[0])
     kept.sort(key=lambda r: r[4], reverse=True)
     return [r[6] for r in kept[offset:offset + limit]], len(kept)
@@ -129,7 +139,8 @@ def test_every_filter_answers_the_same_pages_and_totals_as_counting_the_rows(cat
             path = f"r{rng.randrange(18)}"
             tags = rng.sample(vocabulary, rng.randint(0, 3))
             listings.register_from_payment(payment(path, f"{path} {step}", tags, rng.choice(["http", "grpc",
-                                                                                              "websocket"])))
+                                                                                              "websocket"]),
+                                                   rng.choice(NETWORKS), rng.choice(["W1", "W2"])))
         listings.delist(listing_id("https://api.example.com/r3", "GET"), "merchant:m1")
         catch_up(listings, CatalogProjection(view))
 
@@ -145,6 +156,15 @@ def test_every_filter_answers_the_same_pages_and_totals_as_counting_the_rows(cat
                                           max(total - 1, 0), total}):
                         page = list_resources(catalog, kind=kind, tags=tags, limit=3, offset=offset)
                         assert (page.items, page.total) == expected_page(rows, kind, tags, 3, offset), (kind, tags)
+                # The filter terms, alone, together and with tags (the rarest one's order drives the page).
+                for terms in [(f"network:{NETWORKS[1]}",), ("payTo:W2",), (f"network:{NETWORKS[0]}", "payTo:W1"),
+                              ("scheme:exact", "extension:bazaar"), ("extension:other",)]:
+                    for tags in [(), ("weather",), ("ai", "news")]:
+                        total = expected_page(rows, kind, tags, 3, 0, terms)[1]
+                        for offset in sorted({0, 2, total // 2, max(total - 3, 0), max(total - 1, 0), total}):
+                            page = list_resources(catalog, kind=kind, tags=tags, limit=3, offset=offset, terms=terms)
+                            assert (page.items, page.total) == expected_page(rows, kind, tags, 3, offset, terms), (
+                                kind, tags, terms)
 
         check(view)
         # A catalog built before the order and count tables existed fills them once, from its rows.

@@ -59,7 +59,7 @@ def contract_gateway(tmp_path: Path, sandbox: Any) -> Iterator[Gateway]:
 
 OPERATIONS = [("POST", "/verify"), ("POST", "/v1/verify"), ("POST", "/settle"), ("POST", "/v1/settle"),
               ("GET", "/supported"), ("GET", "/v1/supported"), ("GET", "/discovery/resources"),
-              ("GET", "/v1/payments/{payment_id}")]
+              ("GET", "/discovery/search"), ("GET", "/v1/payments/{payment_id}")]
 # Valid and invalid inputs for each; /healthz and /readyz take no input to make invalid.
 RUNS = [pytest.param(method, path, mode, id=f"{method} {path} {mode.value}")
         for method, path in [*OPERATIONS, ("GET", "/healthz"), ("GET", "/readyz")]
@@ -95,8 +95,14 @@ def test_the_document_is_openapi_3_1_and_documents_every_status_of_the_payment_e
         assert set(responses) == {"200", "400", "401", "413", "415", "429", "500"}, path
         assert responses["429"]["headers"]["Retry-After"]["required"] is True
         assert {"bearerAuth": []} in document["paths"][path]["post"]["security"]
-    assert set(document["paths"]) >= {"/supported", "/v1/supported", "/discovery/resources", "/healthz", "/readyz"}
+    assert set(document["paths"]) >= {"/supported", "/v1/supported", "/discovery/resources", "/discovery/search",
+                                      "/healthz", "/readyz"}
     assert document["paths"]["/discovery/resources"]["get"]["security"] == []
+    assert document["paths"]["/discovery/search"]["get"]["security"] == []
+    parameters = {p["name"] for p in document["paths"]["/discovery/search"]["get"]["parameters"]}
+    assert parameters >= {"query", "type", "tags", "network", "payTo", "scheme", "extensions", "limit", "cursor"}
+    assert {p["name"] for p in document["paths"]["/discovery/resources"]["get"]["parameters"]} >= {
+        "network", "payTo", "scheme", "extensions"}
     payment = document["paths"]["/v1/payments/{payment_id}"]["get"]
     assert set(payment["responses"]) == {"200", "401", "404", "429", "500"}
     assert {"bearerAuth": []} in payment["security"]

@@ -18,8 +18,11 @@ from domain.networks import NETWORKS, USDC_DECIMALS, KeyEnv, network
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
 from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.security import Throttled
+from projections.catalog import search_resources
+from projections.catalog_search import Key, fingerprint, query_problem
 
 STATIC = Path(__file__).parent / "static"
+SEARCH_PAGE = 20  # results per page of the Discovery page's catalog search
 
 
 def templates() -> Environment:
@@ -304,7 +307,24 @@ class DiscoveryPage(Page):
         merchant_id = req.context.session.merchant_id
         merchant = self._c.console.get_merchant(merchant_id)
         return {"enabled": bool(merchant and merchant.discovery_enabled),
-                "listings": own_listings(self._c, merchant_id)}
+                "listings": own_listings(self._c, merchant_id), **self._search(req)}
+
+    def _search(self, req: falcon.Request) -> dict[str, Any]:
+        """The catalog searched as `GET /discovery/search` searches it (the same rule, ranking and cursor)."""
+        query = (req.get_param("query") or "").strip()
+        if not query or self._c.catalog is None:
+            return {"query": query}
+        problem = query_problem(query)
+        if problem:
+            return {"query": query, "search_error": problem}
+        searched = fingerprint(query, "console")
+        try:
+            after = Key.from_token(req.get_param("cursor") or "", searched) if req.get_param("cursor") else None
+        except ValueError:
+            return {"query": query, "search_error": "that page of results belongs to another search"}
+        page = search_resources(self._c.catalog, query, limit=SEARCH_PAGE, after=after)
+        return {"query": query, "results": page.items, "partial": page.partial,
+                "next": page.cursor.token(searched) if page.cursor else None}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         enabled = form_of(req).get("enabled")

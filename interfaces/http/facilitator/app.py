@@ -11,6 +11,7 @@ from interfaces.http.common.auth import Authenticator, AuthMiddleware
 from interfaces.http.common.ratelimit import FailedAuthLimit, RateLimiter, RateLimitMiddleware
 from interfaces.http.common.requestlog import RequestLogMiddleware
 from interfaces.http.discovery.resources import DiscoveryResourcesResource
+from interfaces.http.discovery.search import DiscoverySearchResource
 from interfaces.http.facilitator import errors
 from interfaces.http.facilitator.payment_history import PaymentResource
 from interfaces.http.facilitator.payments import SettleResource, SupportedResource, VerifyResource
@@ -39,6 +40,7 @@ def create_app(container: Container) -> falcon.App:
         app.add_route(f"{prefix}/supported", supported)
     app.add_route("/v1/payments/{payment_id}", PaymentResource(container.payment_list))
     app.add_route("/discovery/resources", DiscoveryResourcesResource(container.catalog, container.discovery_cache))
+    app.add_route("/discovery/search", DiscoverySearchResource(container.catalog, container.discovery_cache))
     probes = Probes(container)  # operability: no auth, no rate limit
     app.add_route("/healthz", HealthzResource())
     app.add_route("/readyz", ReadyzResource(probes))

@@ -79,6 +79,22 @@ class DiscoveryResponseSchema(Schema):
     pagination = fields.Nested(PaginationSchema, required=True)
 
 
+class SearchPaginationSchema(Schema):
+    limit = fields.Integer(required=True, validate=validate.Range(1, 100),
+                           metadata={"description": "the page size asked for"})
+    cursor = fields.String(required=True, allow_none=True, metadata={
+        "description": "send it back as `cursor` (with the same query and filters) for the next page; null on the "
+                       "last page"})
+
+
+class DiscoverySearchResponseSchema(Schema):
+    x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
+    resources = fields.List(fields.Nested(DiscoveryItemSchema), required=True)
+    partial_results = fields.Boolean(required=True, data_key="partialResults", metadata={
+        "description": "true when more listings matched than were ranked: narrow the query or filter"})
+    pagination = fields.Nested(SearchPaginationSchema, required=True)
+
+
 class HealthSchema(Schema):
     status = fields.String(required=True, validate=validate.Equal("ok"))
 

@@ -18,8 +18,10 @@ from marshmallow import Schema, fields
 from domain.codes import Code
 from interfaces.http.common.requestlog import REQUEST_ID, SANE_REQUEST_ID
 from interfaces.http.discovery.resources import DiscoveryQuerySchema
+from interfaces.http.discovery.search import DiscoverySearchQuerySchema
 from interfaces.http.facilitator.response_schemas import (
     DiscoveryResponseSchema,
+    DiscoverySearchResponseSchema,
     ErrorSchema,
     HealthSchema,
     PaymentSchema,
@@ -146,6 +148,7 @@ def build_document(*, anonymous: bool = False) -> dict[str, Any]:
     for name, schema in (("PaymentRequest", PaymentRequestSchema), ("VerifyResponse", VerifyResponseSchema),
                          ("SettleResponse", SettleResponseSchema), ("Error", ErrorSchema),
                          ("SupportedResponse", SupportedResponseSchema), ("DiscoveryResponse", DiscoveryResponseSchema),
+                         ("DiscoverySearchResponse", DiscoverySearchResponseSchema),
                          ("Health", HealthSchema), ("Readiness", ReadinessSchema), ("Payment", PaymentSchema)):
         spec.components.schema(name, schema=schema)
     security: list[dict[str, list[str]]] = [{"bearerAuth": []}, *([{}] if anonymous else [])]
@@ -176,7 +179,17 @@ def build_document(*, anonymous: bool = False) -> dict[str, Any]:
     spec.path("/discovery/resources", operations={"get": {
         "operationId": "listDiscoveryResources", "summary": "The public catalog of paid resources (cached 60 s)",
         "security": [], "parameters": [_query(DiscoveryQuerySchema)],
+        "description": "Every filter given must hold (AND). A parameter not described here is a 400 naming it.",
         "responses": {"200": _json("a page of the catalog", _ref("DiscoveryResponse")),
+                      **_common_errors("400", "429", "500")}}})
+    spec.path("/discovery/search", operations={"get": {
+        "operationId": "searchDiscoveryResources", "summary": "A ranked full-text search of the catalog (cached 60 s)",
+        "description": "Every word of `query` must occur in a listing's title, tags, description, URL host or path, "
+                       "provider name or schema field names; listings whose tag or title is the query come first, "
+                       "then those with every word in the title or tags, then the rest, each most recently updated "
+                       "first. The list's filters apply (AND). A parameter not described here is a 400 naming it.",
+        "security": [], "parameters": [_query(DiscoverySearchQuerySchema)],
+        "responses": {"200": _json("a page of matches", _ref("DiscoverySearchResponse")),
                       **_common_errors("400", "429", "500")}}})
     spec.path("/healthz", operations={"get": {
         "operationId": "healthz", "summary": "The process answers", "security": [],
@@ -203,6 +216,11 @@ PARAMETERS = {
     "tags": "comma-separated, case-insensitive; a resource must carry every one (at most 10 tags of at most 50 "
             "characters)",
     "limit": "page size", "offset": "items to skip",
+    "network": "only resources accepting payment on this CAIP-2 network", "payTo": "only resources paying this "
+    "address", "scheme": "only resources accepting this payment scheme", "extensions": "comma-separated extension "
+    "keys; a resource must carry every one (each listing carries `bazaar`, the extension it was registered by)",
+    "query": "words to find (1-200 characters, at most 10 words of letters or digits; every word must match)",
+    "cursor": "`pagination.cursor` of the previous page of the same search",
     "service": "accepted for compatibility; no effect", "path": "accepted for compatibility; no effect",
 }
 
