@@ -1,5 +1,5 @@
 """The auditor's view of the logged-in merchant's payments: the JSON API (`GET /api/v1/payments`,
-`GET /api/v1/payments/{id}`) and the pages `/payments` and `/payments/{id}`.
+`GET /api/v1/payments/{id}`, the CSV `GET /api/v1/payments/export`) and the pages `/payments` and `/payments/{id}`.
 
 Both read the payments read model (`projections/payment_list.py`), never an aggregate: the list filtered by state,
 network and date and paged newest first by a keyset cursor, and a payment with its event timeline. Another
@@ -19,10 +19,11 @@ import falcon
 from jinja2 import Environment
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
-from domain.networks import NETWORKS
+from domain.networks import MAINNET, NETWORKS
 from interfaces.http.console.api import session_of
 from interfaces.http.console.collaborators import Collaborators, Resource, mount
-from interfaces.http.console.pages import Page, money, network_name
+from interfaces.http.console.pages import Page
+from interfaces.payments_export import export_csv
 from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
 
 STATE_NAMES = tuple(STATES.values())
@@ -66,18 +67,15 @@ def cursor_of(row: PaymentRow) -> str:
     return base64.urlsafe_b64encode(json.dumps([row.received_at, row.payment_id]).encode()).decode().rstrip("=")
 
 
-class PaymentsQuerySchema(Schema):
-    """The list's filters: `from` is inclusive; `to` is exclusive, and a date there includes that whole day."""
+class ExportQuerySchema(Schema):
+    """The export's filters: `from` is inclusive; `to` is exclusive, and a date there includes that whole day."""
 
     class Meta:
         unknown = RAISE
 
     state = fields.String(validate=validate.OneOf(STATE_NAMES))
-    network = fields.String(validate=validate.OneOf(NETWORKS))
     since = Moment(data_key="from")
     until = Moment(data_key="to")
-    cursor = Cursor()
-    limit = fields.Integer(load_default=DEFAULT_PAGE, validate=validate.Range(1, MAX_PAGE))
 
     @validates_schema
     def _ordered(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -85,15 +83,40 @@ class PaymentsQuerySchema(Schema):
             raise ValidationError("must be later than from", "to")
 
 
+class PaymentsQuerySchema(ExportQuerySchema):
+    """The list's filters: the export's, a network, and a page (`limit`, and the `cursor` of the one before)."""
+
+    network = fields.String(validate=validate.OneOf(NETWORKS))
+    cursor = Cursor()
+    limit = fields.Integer(load_default=DEFAULT_PAGE, validate=validate.Range(1, MAX_PAGE))
+
+
 def _until(value: tuple[datetime, bool]) -> datetime:
     moment, whole_day = value
     return moment + timedelta(days=1) if whole_day else moment
 
 
-def query(req: falcon.Request) -> dict[str, Any]:
+def query(req: falcon.Request, schema: Schema | None = None) -> dict[str, Any]:
     """The validated filters of a request (empty form fields mean "any")."""
     params = {k: (v[-1] if isinstance(v, list) else v) for k, v in req.params.items() if v not in ("", [])}
-    return PaymentsQuerySchema().load(params)
+    return (schema or PaymentsQuerySchema()).load(params)
+
+
+def explorer_url(network_id: str, signature: str | None, sandbox: bool) -> str | None:
+    """The transaction on the Solana Explorer: mainnet, and devnet unless devnet is this sandbox's own localnet
+    (whose transactions the public devnet has never seen)."""
+    if not signature:
+        return None
+    if network_id == MAINNET.caip2:
+        return f"https://explorer.solana.com/tx/{signature}"
+    if network_id in NETWORKS and not sandbox:
+        return f"https://explorer.solana.com/tx/{signature}?cluster=devnet"
+    return None
+
+
+def services_of(c: Collaborators, rows: list[PaymentRow]) -> dict[str, tuple[str, str]]:
+    """(service, resource URL) of each row, from the payment_volume read model."""
+    return c.payment_volume.get_services([r.payment_id for r in rows]) if c.payment_volume is not None else {}
 
 
 def page_of(view: PaymentListView, merchant_id: str, filters: dict[str, Any]) -> PaymentPage:
@@ -130,6 +153,23 @@ class PaymentsResource(Resource):
                       "nextCursor": cursor_of(page.items[-1]) if page.more else None}
 
 
+class PaymentsExportResource(Resource):
+    """The filtered list as CSV (interfaces/payments_export.py), streamed a page at a time."""
+
+    route = "/api/v1/payments/export"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s, filters = session_of(req), query(req, ExportQuerySchema())
+        since = timestamp(filters["since"][0]) if "since" in filters else None
+        until = timestamp(_until(filters["until"])) if "until" in filters else None
+        view = view_of(self._c)
+        resp.content_type = "text/csv; charset=utf-8; header=present"
+        name = "-".join(["payments", s.merchant, *(p[:10] for p in (since, until) if p)])
+        resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
+        resp.stream = export_csv(view, self._c.payment_volume, s.merchant_id, state=filters.get("state"),
+                                 since=since, until=until)
+
+
 class PaymentResource(Resource):
     route = "/api/v1/payments/{payment_id}"
 
@@ -151,8 +191,7 @@ class PaymentsPage(Page):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = {k: v for k, v in req.params.items() if isinstance(v, str)}
-        context: dict[str, Any] = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values()),
-                                   "money": money, "network_name": network_name}
+        context: dict[str, Any] = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values())}
         try:
             filters = query(req)
         except ValidationError as refused:  # keyed by the wire names (`from`, `to`): shown beside those fields
@@ -160,7 +199,9 @@ class PaymentsPage(Page):
             return self.render(req, resp, falcon.HTTP_400, errors=errors, payments=None, **context)
         page = page_of(view_of(self._c), req.context.session.merchant_id, filters)
         filtered = {k: v for k, v in form.items() if k != "cursor"}
-        self.render(req, resp, payments=page.items, total=page.total,
+        export = {k: v for k, v in form.items() if k in ("state", "from", "to") and v}
+        self.render(req, resp, payments=page.items, total=page.total, services=services_of(self._c, page.items),
+                    export_url="/api/v1/payments/export" + (f"?{urlencode(export)}" if export else ""),
                     first_url=f"/payments?{urlencode(filtered)}" if "cursor" in filters else None,
                     next_url=f"/payments?{urlencode({**filtered, 'cursor': cursor_of(page.items[-1])})}"
                     if page.more else None, **context)
@@ -172,10 +213,11 @@ class PaymentDetailPage(Page):
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:  # type: ignore[override]
         view = view_of(self._c)
         row = owned(view, req.context.session.merchant_id, payment_id)
-        self.render(req, resp, payment=row, events=view.get_timeline(payment_id), money=money,
-                    network_name=network_name, shown=shown)
+        self.render(req, resp, payment=row, events=view.get_timeline(payment_id), shown=shown,
+                    service=services_of(self._c, [row]).get(row.payment_id),
+                    explorer=explorer_url(row.network, row.transaction_signature, self._c.sandbox))
 
 
 def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
-    mount(app, (PaymentsResource, PaymentResource), c)
+    mount(app, (PaymentsResource, PaymentsExportResource, PaymentResource), c)
     mount(app, (PaymentsPage, PaymentDetailPage), c, env)
