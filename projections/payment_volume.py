@@ -29,7 +29,7 @@ from eventsourcing.utils import get_topic
 
 from domain.money import is_usdc
 from domain.payment import Payment
-from projections.payment_list import timestamp
+from projections.payment_list import EVENTS, timestamp
 from projections.sql import SqlView
 
 NO_RESOURCE = "(no resource)"
@@ -98,7 +98,9 @@ ADD = ("INSERT INTO payment_volume_buckets VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT
 
 class PaymentVolumeProjection(Projection[PaymentVolumeView]):
     name = "payment_volume"
-    topics = (get_topic(Payment.Received), get_topic(Payment.Confirmed))
+    # Every payment event, though only Received and Confirmed change a row: the position then follows the whole
+    # log, so waiting for a notification (`view.wait`) works whatever event it is.
+    topics = tuple(get_topic(cls) for cls in EVENTS)
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:

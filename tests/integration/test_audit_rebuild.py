@@ -46,7 +46,7 @@ def test_rebuilt_read_models_equal_the_live_ones_after_a_mixed_workload(workload
     assert main(["audit", "rebuild", "--check"]) == 0
     captured = capsys.readouterr()
     assert captured.out == ""
-    for name in ("accounts", "catalog", "payment_list"):
+    for name in ("accounts", "catalog", "payment_list", "payment_volume"):
         assert f"{name}: " in captured.err and "equal" in captured.err
     assert "payment_list: 12 events replayed" in captured.err  # 2 + 4 + 4 events of the paid, 2 of the rejected
     if store == "postgres+redis":

@@ -17,7 +17,7 @@ PALETTE = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#6
 OTHERS = "other services"
 MAX_SERVICES = len(PALETTE) - 1  # the largest services by volume get a colour each; the rest are grouped
 WIDTH, LEFT, RIGHT = 760, 76, 12
-MONEY_TOP, MONEY_HEIGHT, GAP, COUNT_HEIGHT, AXIS = 14, 150, 34, 60, 30
+MONEY_TOP, MONEY_HEIGHT, GAP, COUNT_HEIGHT, AXIS = 26, 150, 48, 60, 24
 HEIGHT = MONEY_TOP + MONEY_HEIGHT + GAP + COUNT_HEIGHT + AXIS
 
 

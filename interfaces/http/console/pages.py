@@ -199,7 +199,8 @@ class OverviewPage(Page):
             "today": {"verifies": today.verifies, "settles": today.settles} if today else None,
             # today's settled USDC: the last column of the daily chart, so the tile and the chart never disagree
             "settled_today": charts[0].columns[-1].settled if charts else None,
-            "payments": view.get_page(merchant_id=merchant_id, limit=10).items if view is not None else None,
+            "payments": (last := view.get_page(merchant_id=merchant_id, limit=10).items if view is not None else None),
+            "services": volume.get_services([p.payment_id for p in last]) if volume is not None and last else {},
             "active_keys": sum(1 for k in self._c.console.list_keys(merchant_id) if not k.revoked_at),
             "fee_payers": self._c.fee_payers(), "charts": charts,
         }

@@ -153,20 +153,29 @@ class PaymentsResource(Resource):
                       "nextCursor": cursor_of(page.items[-1]) if page.more else None}
 
 
+def export_filters(params: dict[str, Any]) -> dict[str, str | None]:
+    """`state`, `since`, `until` of the export (read-model values) from `from`/`to`/`state` as the list takes them;
+    a ValidationError names the field. The CLI's `payments export` checks its options with this too."""
+    filters = ExportQuerySchema().load({k: v for k, v in params.items() if v not in ("", None)})
+    return {"state": filters.get("state"),
+            "since": timestamp(filters["since"][0]) if "since" in filters else None,
+            "until": timestamp(_until(filters["until"])) if "until" in filters else None}
+
+
 class PaymentsExportResource(Resource):
     """The filtered list as CSV (interfaces/payments_export.py), streamed a page at a time."""
 
     route = "/api/v1/payments/export"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        s, filters = session_of(req), query(req, ExportQuerySchema())
-        since = timestamp(filters["since"][0]) if "since" in filters else None
-        until = timestamp(_until(filters["until"])) if "until" in filters else None
+        s = session_of(req)
+        filters = export_filters({k: (v[-1] if isinstance(v, list) else v) for k, v in req.params.items()})
+        since, until = filters["since"], filters["until"]
         view = view_of(self._c)
         resp.content_type = "text/csv; charset=utf-8; header=present"
         name = "-".join(["payments", s.merchant, *(p[:10] for p in (since, until) if p)])
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
-        resp.stream = export_csv(view, self._c.payment_volume, s.merchant_id, state=filters.get("state"),
+        resp.stream = export_csv(view, self._c.payment_volume, s.merchant_id, state=filters["state"],
                                  since=since, until=until)
 
 
