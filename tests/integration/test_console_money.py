@@ -5,16 +5,20 @@ export (API and CLI) summing to the overview's total, and route prices in USDC."
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from falcon import testing
 from solders.keypair import Keypair
 
 from domain.networks import DEVNET, KeyEnv
 from interfaces.cli.main import main
+from interfaces.http.console.app import create_app
+from interfaces.http.console.collaborators import from_container
 from interfaces.runtime.workers import catch_up_all
 from projections.payment_volume import DAY, HOUR, Bucket
 from tests.conftest import USDC, make_gateway
@@ -197,3 +201,16 @@ def test_unknown_pages_and_errors_are_styled_and_the_favicon_ships(paid):
     legacy = console_client(paid.container).simulate_get("/favicon.ico")
     assert legacy.status_code == 301 and legacy.headers["location"].endswith("/static/favicon.svg")
     assert 'rel="icon" href="/static/favicon.svg"' in html(acme, "/").text
+
+
+def test_an_unexpected_error_on_a_page_is_the_styled_500_with_its_reference(paid, caplog):
+    def broken() -> list:
+        raise RuntimeError("the fee payers' chain is on fire")
+
+    collaborators = dataclasses.replace(from_container(paid.container), fee_payers=broken)
+    client = ApiClient(testing.TestClient(create_app(collaborators)))
+    assert client.login("owner@acme.test").status_code == 200
+    failed = html(client, "/")
+    assert failed.status_code == 500 and "Something went wrong on our side" in failed.text
+    assert re.search(r"unexpected error, reference [0-9a-f]{32}", failed.text) and "on fire" not in failed.text
+    assert '<link rel="stylesheet" href="/static/console.css">' in failed.text

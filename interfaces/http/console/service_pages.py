@@ -60,7 +60,7 @@ class ServicesPage(_ServicePage):
         domains = list(self._c.console.list_verified_domains(req.context.session.merchant_id))
         if self._proxies.sandbox and "localhost" not in domains:
             domains.append("localhost")  # sandbox: a backend on this machine, http://localhost:<port>
-        return {"services": services, "domains": domains}
+        return {"services": services, "domains": domains, "sandbox": self._proxies.sandbox}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
