@@ -214,3 +214,18 @@ def test_an_unexpected_error_on_a_page_is_the_styled_500_with_its_reference(paid
     assert failed.status_code == 500 and "Something went wrong on our side" in failed.text
     assert re.search(r"unexpected error, reference [0-9a-f]{32}", failed.text) and "on fire" not in failed.text
     assert '<link rel="stylesheet" href="/static/console.css">' in failed.text
+
+
+def test_the_export_reads_and_writes_one_page_at_a_time(paid):
+    from interfaces.payments_export import export_csv
+
+    c = paid.container
+    chunks = export_csv(c.payment_list, c.payment_volume, merchant_id(paid), page=3)
+    assert next(chunks).startswith(b"received,settled,state,")
+    first = next(chunks)  # a page is read, written and handed over before the next is read
+    assert first.count(b"\r\n") == 3
+    assert [len(rest.splitlines()) for rest in chunks] == [1]
+    pages = list(c.payment_list.iter_pages(merchant_id(paid), size=2))
+    assert [len(p) for p in pages] == [2, 2]
+    received = [(r.received_at, r.payment_id) for p in pages for r in p]
+    assert received == sorted(received) and len(set(received)) == 4
