@@ -127,6 +127,8 @@ def test_the_payments_list_and_page_say_what_was_paid_for(paid):
     assert f'<span title="https://api.acme.example/weather/today">{WEATHER}</span>' in listed
     assert "0.042" not in listed and "0.007 USDC" in listed and "Export CSV" in listed
     payment = acme.request("GET", "/payments?state=CONFIRMED&limit=1").json["payments"][0]  # the newest: 0.007
+    assert (payment["service"], payment["resource"]) == (WEATHER, "https://api.acme.example/weather/tomorrow?days=1")
+    assert acme.request("GET", f"/payments/{payment['id']}").json["service"] == WEATHER
     page = html(acme, f"/payments/{payment['id']}").text
     assert f'<dd id="payment-service">{WEATHER}</dd>' in page
     assert "https://api.acme.example/weather/tomorrow?days=1" in page

@@ -114,6 +114,12 @@ def explorer_url(network_id: str, signature: str | None, sandbox: bool) -> str |
     return None
 
 
+def described(row: PaymentRow, service: tuple[str, str] | None) -> dict[str, Any]:
+    """A payment on the wire, with what it paid for (`service`, `resource`: null when unknown)."""
+    return {**row.as_dict(), "service": service[0] if service else None,
+            "resource": (service[1] or None) if service else None}
+
+
 def services_of(c: Collaborators, rows: list[PaymentRow]) -> dict[str, tuple[str, str]]:
     """(service, resource URL) of each row, from the payment_volume read model."""
     return c.payment_volume.get_services([r.payment_id for r in rows]) if c.payment_volume is not None else {}
@@ -149,7 +155,9 @@ class PaymentsResource(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         merchant_id, filters = session_of(req).merchant_id, query(req)
         page = page_of(view_of(self._c), merchant_id, filters)
-        resp.media = {"payments": [row.as_dict() for row in page.items], "total": page.total,
+        services = services_of(self._c, page.items)
+        resp.media = {"payments": [described(row, services.get(row.payment_id)) for row in page.items],
+                      "total": page.total,
                       "nextCursor": cursor_of(page.items[-1]) if page.more else None}
 
 
@@ -185,7 +193,8 @@ class PaymentResource(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
         view = view_of(self._c)
         row = owned(view, session_of(req).merchant_id, payment_id)
-        resp.media = {**row.as_dict(), "events": [e.as_dict() for e in view.get_timeline(payment_id)]}
+        resp.media = {**described(row, services_of(self._c, [row]).get(payment_id)),
+                      "events": [e.as_dict() for e in view.get_timeline(payment_id)]}
 
 
 # -- the pages ------------------------------------------------------------------------------------------------------
