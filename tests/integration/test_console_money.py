@@ -154,6 +154,10 @@ def test_the_csv_export_sums_to_the_overviews_total_and_the_cli_writes_the_same(
     assert all(r["transaction"] and r["payer"] and r["network"] == DEVNET.caip2 for r in confirmed)
     filtered = html(acme, f"/api/v1/payments/export?state=CONFIRMED&from={datetime.now(UTC).date()}")
     assert len(list(csv.DictReader(io.StringIO(filtered.text)))) == 3
+    today = datetime.now(UTC).date()
+    assert filtered.headers["content-disposition"] == f'attachment; filename="payments-acme-{today}.csv"'
+    named = html(acme, f"/api/v1/payments/export?from={today}T00:00:00Z&to={today}")
+    assert named.headers["content-disposition"] == f'attachment; filename="payments-acme-{today}T00_00_00Z-{today}.csv"'
     assert html(acme, "/api/v1/payments/export?state=PAID").json["field"] == "state"
     assert html(acme, "/api/v1/payments/export?limit=2").status_code == 400  # no paging: a misspelt filter
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -181,7 +182,8 @@ class PaymentsExportResource(Resource):
         since, until = filters["since"], filters["until"]
         view = view_of(self._c)
         resp.content_type = "text/csv; charset=utf-8; header=present"
-        name = "-".join(["payments", s.merchant, *(p[:10] for p in (since, until) if p)])
+        given = [s.merchant, *(v for v in (req.get_param("from"), req.get_param("to")) if v)]  # `to` as given
+        name = "-".join(["payments", *(re.sub(r"[^A-Za-z0-9._-]", "_", v) for v in given)])  # nothing a header carries
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
         resp.stream = export_csv(view, self._c.payment_volume, s.merchant_id, state=filters["state"],
                                  since=since, until=until)
