@@ -242,3 +242,17 @@ def test_the_export_reads_and_writes_one_page_at_a_time(paid):
     assert [len(p) for p in pages] == [2, 2]
     received = [(r.received_at, r.payment_id) for p in pages for r in p]
     assert received == sorted(received) and len(set(received)) == 4
+
+
+def test_outside_the_sandbox_a_devnet_transaction_links_to_the_explorer(paid):
+    client = ApiClient(testing.TestClient(create_app(dataclasses.replace(from_container(paid.container),
+                                                                         sandbox=False))))
+    assert client.login("owner@acme.test").status_code == 200
+    payment = client.request("GET", "/payments?state=CONFIRMED&limit=1").json["payments"][0]
+    link = f'href="https://explorer.solana.com/tx/{payment["transaction"]}?cluster=devnet"'
+    page = html(client, f"/payments/{payment['id']}").text
+    assert link in page and "View on Solana Explorer" in page
+    assert f'value="{payment["transaction"]}"' in page and 'data-copy="tx-signature"' in page
+    assert link in html(client, "/payments").text
+    sandboxed = html(acme_of(paid), f"/payments/{payment['id']}").text
+    assert "explorer.solana.com" not in sandboxed and "no public explorer has it" in sandboxed

@@ -211,7 +211,9 @@ class PaymentsPage(Page):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = {k: v for k, v in req.params.items() if isinstance(v, str)}
-        context: dict[str, Any] = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values())}
+        context: dict[str, Any] = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values()),
+                                   "explorer": lambda network_id, signature: explorer_url(network_id, signature,
+                                                                                          self._c.sandbox)}
         try:
             filters = query(req)
         except ValidationError as refused:  # keyed by the wire names (`from`, `to`): shown beside those fields
