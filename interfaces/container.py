@@ -48,6 +48,7 @@ from projections.accounts import AccountsProjection, AccountsView, SqliteAccount
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
 from projections.payment_list import PaymentListView, SqlitePaymentListView
+from projections.payment_volume import PaymentVolumeView, SqlitePaymentVolumeView
 from projections.results import SqliteResultCacheView, SqlResultCacheView
 from projections.runner import catch_up
 from projections.service_scopes import ServiceScopesProjection, ServiceScopesView, SqliteServiceScopesView
@@ -59,7 +60,7 @@ PAYMENTS_STORE = "payments"
 # the projection applies those events again (docs/performance.md). Not the accounts (a revocation must hold at
 # once, even after a power cut), the console (key last-use times are not events), the webhook outbox (delivery
 # state) nor the audit log (signed checkpoints).
-DERIVED_VIEWS = ("payment_list", "merchant_activity", "result_cache")
+DERIVED_VIEWS = ("payment_list", "payment_volume", "merchant_activity", "result_cache")
 # The payments store's automatic checkpoint, in the committing request of the API worker, every this many WAL pages
 # (~80 MB) instead of SQLite's 1,000: the projection worker copies the WAL back every 20 ms
 # (interfaces/adapters/sqlite.py, BackgroundCheckpoints), so the API's own checkpoints find little to copy, and
@@ -179,6 +180,7 @@ class Container:
     sandbox: Any = None  # the in-process sandbox chain (interfaces/sandbox/chain.py) in sandbox mode
     redis: Any = None  # the Redis client when PAYWARDEN_REDIS_URL is set
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
+    payment_volume: PaymentVolumeView | None = None  # settled USDC per day/hour and service; payments' services
 
     def refresh_accounts(self) -> int:
         """Bring the accounts (with scoped keys' services and routes) and console views up to date now (the CLI
@@ -216,8 +218,9 @@ class Container:
         for view in (self.accounts, self.catalog, self.webhooks_view, self.payment_list, self.console,
                      self.service_scopes):
             view.datastore.close()
-        if self.result_cache is not None:
-            self.result_cache.datastore.close()
+        for optional in (self.result_cache, self.payment_volume):
+            if optional is not None:
+                optional.datastore.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -265,7 +268,8 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
                      discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view, proxies=proxies,
                      payment_list=payment_list, console=console, key_usage=KeyUsage(console),
                      service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView), sandbox=sandbox,
-                     redis=redis, result_cache=result_cache)
+                     redis=redis, result_cache=result_cache,
+                     payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView))
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Webhooks, WebhooksView]:

@@ -10,6 +10,7 @@ here. It never loads an aggregate.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -173,6 +174,28 @@ class PaymentListView(SqlView):
                       (*page_params, size + 1, max(0, offset)))
             items = [PaymentRow.from_values(values(r)) for r in c.fetchall()]
         return PaymentPage(items[:size], total, len(items) > size)
+
+    def iter_pages(self, merchant_id: str, *, state: str | None = None, since: str | None = None,
+                   until: str | None = None, size: int = 1000) -> Iterator[list[PaymentRow]]:
+        """The merchant's payments oldest first, `size` rows at a time, each page a keyset query after the last
+        row of the one before (no OFFSET, no COUNT): a year of payments never sits in memory at once."""
+        where, params = ["merchant_id = ?"], [merchant_id]
+        for condition, value in (("state = ?", state), ("received_at >= ?", since), ("received_at < ?", until)):
+            if value is not None:
+                where.append(condition)
+                params.append(value)
+        after: tuple[str, str] | None = None
+        while True:
+            keyset, extra = ("", []) if after is None else (
+                " AND (received_at > ? OR (received_at = ? AND payment_id > ?))", [after[0], after[0], after[1]])
+            rows = [PaymentRow.from_values(r) for r in self.rows(
+                f"SELECT {', '.join(COLUMNS)} FROM payment_list WHERE {' AND '.join(where)}{keyset} "
+                "ORDER BY received_at, payment_id LIMIT ?", (*params, *extra, size))]
+            if rows:
+                yield rows
+            if len(rows) < size:
+                return
+            after = (rows[-1].received_at, rows[-1].payment_id)
 
     def get_day(self, merchant_id: str, day: str) -> DayFigures:
         """The figures of `day` (YYYY-MM-DD, UTC), counted from the timeline: one writer, nothing kept twice."""

@@ -215,6 +215,10 @@ def parser() -> argparse.ArgumentParser:
 
     proxy_commands(commands)
 
+    from interfaces.cli.payments import add_commands as payments_commands
+
+    payments_commands(commands)
+
     from interfaces.cli.bench import add_arguments
 
     b = commands.add_parser("bench", help="load-test a running Paywarden with real signed payments")

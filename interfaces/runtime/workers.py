@@ -28,6 +28,7 @@ from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
 from projections.console import ConsoleProjection
 from projections.payment_list import PaymentListProjection
+from projections.payment_volume import PaymentVolumeProjection
 from projections.results import ResultCacheProjection
 from projections.runner import Follower
 from projections.service_scopes import ServiceScopesProjection
@@ -53,6 +54,9 @@ PROJECTIONS: dict[str, ProjectionSpec] = {
     "catalog": ProjectionSpec("catalog", lambda c: c.listings, CatalogProjection, lambda c: c.catalog),
     "payment_list": ProjectionSpec("payment_list", lambda c: c.payments, PaymentListProjection,
                                    lambda c: c.payment_list),
+    # The overview's chart (settled USDC per day and hour and service) and each payment's service and resource.
+    "payment_volume": ProjectionSpec("payment_volume", lambda c: c.payments, PaymentVolumeProjection,
+                                     lambda c: c.payment_volume, lambda c: c.payment_volume is not None),
     # The terminal result cache lives in Redis when there is one, else in SQL tables beside the other views.
     "result_cache": ProjectionSpec("result_cache", lambda c: c.payments, ResultCacheProjection,
                                    lambda c: _result_cache_view(c)),

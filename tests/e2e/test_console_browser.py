@@ -118,10 +118,10 @@ def test_merchant_logs_in_creates_a_key_uses_it_sees_last_used_and_revokes_it(si
     answer = httpx.post(api_url + "/settle", json=gateway.body(amount=250_000),
                         headers={"Authorization": f"Bearer {key}"}, timeout=60)
     assert answer.status_code == 200 and answer.json()["success"], answer.text
-    catch_up_all(gateway.container, ["payment_list"])  # what the projection worker does
+    catch_up_all(gateway.container, ["payment_list", "payment_volume"])  # what the projection worker does
     page.get_by_role("link", name="Overview").click()
     tiles = page.locator(".tile").all_inner_texts()
-    assert "2\nverifies today" in tiles and "1\nsettles today" in tiles and "0.25\nUSDC settled today" in tiles
+    assert "2\nverifies today" in tiles and "1\nsettle today" in tiles and "0.25\nUSDC settled today" in tiles
     states = page.locator("td .state").all_inner_texts()
     assert states[:2] == ["CONFIRMED", "APPROVED"]
     shot(page, "04b-overview-after-payments")

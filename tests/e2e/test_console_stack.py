@@ -4,6 +4,8 @@ through the demo shows in the console's payments with its timeline (filled by th
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import json
 
 import httpx
@@ -71,3 +73,8 @@ def test_a_payment_through_the_demo_shows_in_the_console_with_its_timeline(stack
     assert types[0] == "Payment.Received" and types[-1] == "Payment.Confirmed", types
     page = httpx.get(f"{console}/payments/{payment['id']}", cookies=cookies, timeout=10)
     assert page.status_code == 200 and transaction in page.text and "Event timeline" in page.text
+    # the books: the CSV export streams through gunicorn (chunked, no Content-Length) and holds the payment
+    exported = httpx.get(f"{console}/api/v1/payments/export?state=CONFIRMED", cookies=cookies, timeout=30)
+    assert exported.status_code == 200 and exported.headers["transfer-encoding"] == "chunked"
+    rows = list(csv.DictReader(io.StringIO(exported.text)))
+    assert [r["amount_atomic"] for r in rows if r["transaction"] == transaction] == [payment["amount"]]

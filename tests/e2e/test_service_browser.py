@@ -47,7 +47,7 @@ def test_merchant_puts_a_backend_behind_the_proxy_a_client_pays_and_the_merchant
                 shot(page, "10-service-created")
 
                 page.get_by_label("Path", exact=True).fill("/weather")
-                page.get_by_label("Price (atomic units)").fill("10000")
+                page.get_by_label("Price (USDC)").fill("0.01")
                 page.get_by_label("Pay to (wallet)").fill(str(gateway.pay_to.pubkey()))
                 page.get_by_role("button", name="Add route").click()
                 page.wait_for_url("**?done=route-added")

@@ -46,7 +46,7 @@ def test_rebuilt_read_models_equal_the_live_ones_after_a_mixed_workload(workload
     assert main(["audit", "rebuild", "--check"]) == 0
     captured = capsys.readouterr()
     assert captured.out == ""
-    for name in ("accounts", "catalog", "payment_list"):
+    for name in ("accounts", "catalog", "payment_list", "payment_volume"):
         assert f"{name}: " in captured.err and "equal" in captured.err
     assert "payment_list: 12 events replayed" in captured.err  # 2 + 4 + 4 events of the paid, 2 of the rejected
     if store == "postgres+redis":
@@ -63,9 +63,13 @@ def test_a_row_changed_by_hand_is_reported_and_the_exit_status_is_1(workload, ca
     catalog = gateway.container.catalog  # the search index is a read model like the others (SQLite's is FTS5)
     with catalog.datastore.transaction(commit=True) as c:
         c.execute(catalog.sql("UPDATE catalog_search SET body = ?"), ("tampered",))
+    volume = gateway.container.payment_volume
+    with volume.datastore.transaction(commit=True) as c:
+        c.execute(volume.sql("UPDATE payment_volume_buckets SET settled = settled + 1 WHERE span = ?"), ("day",))
     assert main(["audit", "rebuild", "--check"]) == 1
     out = capsys.readouterr().out
     assert "catalog_search: row" in out and "tampered" in out
+    assert "payment_volume_buckets: row " in out and "differs" in out
     assert out.count("payment_list: row ") == 2 and "differs" in out and '"1"' in out
     assert "accounts_merchants: row" in out and "missing from the live view" in out and "globex" in out
     # The live views were only read: the hand-made change is still there.

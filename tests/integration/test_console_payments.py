@@ -31,7 +31,7 @@ def paying(tmp_path, sandbox, **options):
     assert gateway.post("/verify", gateway.body(payTo=str(gateway.payer.pubkey()))).status_code == 400
     answer = gateway.post("/settle", gateway.body(amount=USDC // 5), headers={"Authorization": f"Bearer {beta_key}"})
     assert answer.json["success"], answer.json
-    catch_up_all(container, ["payment_list"])  # what the projection worker does
+    catch_up_all(container, ["payment_list", "payment_volume"])  # what the projection worker does
     yield gateway
     container.close()
 
@@ -214,7 +214,7 @@ def test_the_overview_shows_todays_figures_and_the_last_payments_linked_to_their
     result = page(acme, "/")
     assert result.status_code == 200
     tiles = result.text.split('<section class="tiles"', 1)[1].split("</section>", 1)[0]
-    for figure, label in (("3", "verifies today"), ("1", "settles today"), ("0.25", "USDC settled today")):
+    for figure, label in (("3", "verifies today"), ("1", "settle today"), ("0.25", "USDC settled today")):
         assert f'<span class="figure">{figure}</span><span>{label}</span>' in tiles
     for payment in listed(acme)["payments"]:
         assert f'<a href="/payments/{payment["id"]}">' in result.text

@@ -29,6 +29,7 @@ class Collaborators:
     listings: Listings | None = None
     console_url: str = ""
     secure_cookies: bool = True
+    sandbox: bool = False  # devnet is the sandbox's localnet: no public explorer links for it
     trusted_proxies: tuple[str, ...] = ()
     api_url: str = ""  # the facilitator API, for the pages' examples
     close: Callable[[], None] = lambda: None
@@ -37,6 +38,7 @@ class Collaborators:
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
     webhooks: Any = None  # interfaces.runtime.webhook_service.WebhookService; None: no webhook pages or API
     payment_list: Any = None  # projections.payment_list.PaymentListView: the overview, the payments pages and API
+    payment_volume: Any = None  # projections.payment_volume.PaymentVolumeView: the overview's chart, services
 
     def refresh_catalog(self) -> None:
         if self.listings is not None and self.catalog is not None:
@@ -73,10 +75,12 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
         merchants=container.merchants, console=container.console, sessions=Sessions(store),
         throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=hasher.verify,
         refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
-        console_url=config.console_url, secure_cookies=not config.sandbox, trusted_proxies=config.trusted_proxies,
+        console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
+        trusted_proxies=config.trusted_proxies,
         api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
         webhooks=_webhooks(container), proxies=container.proxies,
         proxy_url=config.proxy_url, payment_list=container.payment_list,
+        payment_volume=container.payment_volume,
     )
 
 

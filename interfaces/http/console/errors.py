@@ -1,17 +1,17 @@
 """The console's errors: the shared mapping of `interfaces/http/common/errors.py` (400 `{"error","message","field"?}`
 for a refused rule, 404 for what is not the merchant's, 409 for conflicts, 500 for the unexpected), answered by
 `answer`, plus the console's own: 400 for bad input, 401 without a session, 403 for a CSRF refusal, 429 for
-throttled logins. Pages get a redirect to the login page instead of a 401, and a short HTML page for the others."""
+throttled logins. Pages get a redirect to the login page instead of a 401, and the others the console's styled
+error page (templates/error.html: the status, a heading in words, the message, a way back)."""
 
 from __future__ import annotations
-
-import html
 
 import falcon
 from marshmallow import ValidationError
 
 from interfaces.http.common import errors
 from interfaces.http.console.api import BadCredentials
+from interfaces.http.console.pages import templates
 from interfaces.http.console.security import CsrfRefused, NotLoggedIn, Throttled
 
 
@@ -25,9 +25,20 @@ def answer(req: falcon.Request, resp: falcon.Response, status: str, code: str, m
     if _api(req):
         resp.media = {"error": code, "message": message, **({"field": field} if field else {})}
         return
+    code_number = status.split(" ", 1)[0]
     resp.content_type = falcon.MEDIA_HTML
-    resp.text = (f"<!doctype html><html lang=en><title>{status}</title><main><h1>{html.escape(status)}</h1>"
-                 f"<p>{html.escape(message)}</p><p><a href=/>Back to the console</a></p></main></html>")
+    resp.text = PAGES.get_template("error.html").render(
+        session=getattr(req.context, "session", None), code=code_number,
+        heading=HEADINGS.get(code_number, status.split(" ", 1)[-1]),
+        message=message if message and message != status else DEFAULT_MESSAGES.get(code_number, status))
+
+
+PAGES = templates()
+HEADINGS = {"400": "That request was not understood", "403": "Refused", "404": "Page not found",
+            "405": "Not allowed here", "409": "Conflict", "429": "Too many attempts",
+            "500": "Something went wrong on our side", "503": "Temporarily unavailable"}
+DEFAULT_MESSAGES = {"404": "There is no page at this address: it may have moved, or the link is mistyped.",
+                    "405": "This address does not answer that kind of request."}
 
 
 def _validation(req, resp, ex: ValidationError, params) -> None:

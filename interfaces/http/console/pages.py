@@ -14,7 +14,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from marshmallow import ValidationError
 
 from domain.merchant import MerchantConflictError, MerchantError, UnknownObjectError
-from domain.networks import NETWORKS, USDC_DECIMALS, KeyEnv, network
+from domain.money import is_usdc, usdc
+from domain.networks import NETWORKS, KeyEnv, network
+from interfaces.http.console import chart
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
 from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.security import Throttled
@@ -26,8 +28,15 @@ SEARCH_PAGE = 20  # results per page of the Discovery page's catalog search
 
 
 def templates() -> Environment:
-    return Environment(loader=PackageLoader("interfaces.http.console", "templates"),
-                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    env = Environment(loader=PackageLoader("interfaces.http.console", "templates"),
+                      autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(usdc=usdc, plural=plural, money=money, network_name=network_name)
+    return env
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """`1 active API key`, `2 active API keys`, `0 payments`, `1,200 payments`."""
+    return f"{count:,} {one if count == 1 else (many or one + 's')}"
 
 
 def form_of(req: falcon.Request) -> dict[str, str]:
@@ -164,11 +173,11 @@ class PasswordPage(Page):
 
 
 def money(row: Any) -> str:
-    """A payment row's amount: in USDC when the asset is the network's USDC, else in atomic units of its asset."""
-    known = network(row.network)
-    if known and known.usdc_mint == row.asset:
-        return f"{row.amount / 10**USDC_DECIMALS:,.{USDC_DECIMALS}f}".rstrip("0").rstrip(".") + " USDC"
-    return f"{row.amount} atomic units of {row.asset}"
+    """A payment row's amount: in USDC (exact, domain/money.py) when the asset is the network's USDC, else in
+    atomic units of its asset."""
+    if is_usdc(row.network, row.asset):
+        return f"{usdc(row.amount)} USDC"
+    return f"{row.amount:,} atomic units of {row.asset}"
 
 
 def network_name(caip2: str) -> str:
@@ -177,21 +186,26 @@ def network_name(caip2: str) -> str:
 
 
 class OverviewPage(Page):
-    """Today's figures and the last payments, from the payments read model (projections/payment_list.py)."""
+    """Today's figures and the last payments, from the payments read model (projections/payment_list.py); the
+    settled USDC of today and the charts from the payment_volume read model (projections/payment_volume.py)."""
     route = "/"
 
     template, title, active = "overview.html", "Overview", "/"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        merchant_id, view = req.context.session.merchant_id, self._c.payment_list
-        today = view.get_day(merchant_id, datetime.now(UTC).strftime("%Y-%m-%d")) if view is not None else None
+        merchant_id, view, volume = req.context.session.merchant_id, self._c.payment_list, self._c.payment_volume
+        now = datetime.now(UTC)
+        today = view.get_day(merchant_id, now.strftime("%Y-%m-%d")) if view is not None else None
+        charts = [chart.chart(volume, merchant_id, span, now) for span in (chart.DAY, chart.HOUR)] \
+            if volume is not None else []
         return {
-            "today": {"verifies": today.verifies, "settles": today.settles,
-                      "volume": f"{today.settled / 10**USDC_DECIMALS:,.2f}"} if today else
-                     {"verifies": "—", "settles": "—", "volume": "—"},
-            "payments": view.get_page(merchant_id=merchant_id, limit=10).items if view is not None else None,
+            "today": {"verifies": today.verifies, "settles": today.settles} if today else None,
+            # today's settled USDC: the last column of the daily chart, so the tile and the chart never disagree
+            "settled_today": charts[0].columns[-1].settled if charts else None,
+            "payments": (last := view.get_page(merchant_id=merchant_id, limit=10).items if view is not None else None),
+            "services": volume.get_services([p.payment_id for p in last]) if volume is not None and last else {},
             "active_keys": sum(1 for k in self._c.console.list_keys(merchant_id) if not k.revoked_at),
-            "fee_payers": self._c.fee_payers(), "money": money, "network_name": network_name,
+            "fee_payers": self._c.fee_payers(), "charts": charts,
         }
 
 
@@ -343,8 +357,21 @@ class DelistPage(PostOnly, Page):
         raise falcon.HTTPSeeOther("/discovery?done=delisted")
 
 
+class Favicon:
+    """`/favicon.ico` for browsers that ask for it whatever the page says: the icon shipped in static/."""
+
+    route, public = "/favicon.ico", True
+
+    def __init__(self, *_: Any) -> None:
+        pass
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        raise falcon.HTTPMovedPermanently("/static/favicon.svg")
+
+
 def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
     env = templates()
+    mount(app, (Favicon,), c)
     mount(app, (LoginPage, LogoutPage), c, env, login)
     mount(app, (PasswordPage, OverviewPage, KeysPage, KeyRevokePage, CapabilitiesPage, CapabilityDisablePage,
                 DomainsPage, DomainActionPage, DiscoveryPage, DelistPage), c, env)

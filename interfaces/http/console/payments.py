@@ -1,5 +1,5 @@
 """The auditor's view of the logged-in merchant's payments: the JSON API (`GET /api/v1/payments`,
-`GET /api/v1/payments/{id}`) and the pages `/payments` and `/payments/{id}`.
+`GET /api/v1/payments/{id}`, the CSV `GET /api/v1/payments/export`) and the pages `/payments` and `/payments/{id}`.
 
 Both read the payments read model (`projections/payment_list.py`), never an aggregate: the list filtered by state,
 network and date and paged newest first by a keyset cursor, and a payment with its event timeline. Another
@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -19,10 +20,11 @@ import falcon
 from jinja2 import Environment
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
-from domain.networks import NETWORKS
+from domain.networks import MAINNET, NETWORKS
 from interfaces.http.console.api import session_of
 from interfaces.http.console.collaborators import Collaborators, Resource, mount
-from interfaces.http.console.pages import Page, money, network_name
+from interfaces.http.console.pages import Page
+from interfaces.payments_export import export_csv
 from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
 
 STATE_NAMES = tuple(STATES.values())
@@ -66,18 +68,15 @@ def cursor_of(row: PaymentRow) -> str:
     return base64.urlsafe_b64encode(json.dumps([row.received_at, row.payment_id]).encode()).decode().rstrip("=")
 
 
-class PaymentsQuerySchema(Schema):
-    """The list's filters: `from` is inclusive; `to` is exclusive, and a date there includes that whole day."""
+class ExportQuerySchema(Schema):
+    """The export's filters: `from` is inclusive; `to` is exclusive, and a date there includes that whole day."""
 
     class Meta:
         unknown = RAISE
 
     state = fields.String(validate=validate.OneOf(STATE_NAMES))
-    network = fields.String(validate=validate.OneOf(NETWORKS))
     since = Moment(data_key="from")
     until = Moment(data_key="to")
-    cursor = Cursor()
-    limit = fields.Integer(load_default=DEFAULT_PAGE, validate=validate.Range(1, MAX_PAGE))
 
     @validates_schema
     def _ordered(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -85,15 +84,46 @@ class PaymentsQuerySchema(Schema):
             raise ValidationError("must be later than from", "to")
 
 
+class PaymentsQuerySchema(ExportQuerySchema):
+    """The list's filters: the export's, a network, and a page (`limit`, and the `cursor` of the one before)."""
+
+    network = fields.String(validate=validate.OneOf(NETWORKS))
+    cursor = Cursor()
+    limit = fields.Integer(load_default=DEFAULT_PAGE, validate=validate.Range(1, MAX_PAGE))
+
+
 def _until(value: tuple[datetime, bool]) -> datetime:
     moment, whole_day = value
     return moment + timedelta(days=1) if whole_day else moment
 
 
-def query(req: falcon.Request) -> dict[str, Any]:
+def query(req: falcon.Request, schema: Schema | None = None) -> dict[str, Any]:
     """The validated filters of a request (empty form fields mean "any")."""
     params = {k: (v[-1] if isinstance(v, list) else v) for k, v in req.params.items() if v not in ("", [])}
-    return PaymentsQuerySchema().load(params)
+    return (schema or PaymentsQuerySchema()).load(params)
+
+
+def explorer_url(network_id: str, signature: str | None, sandbox: bool) -> str | None:
+    """The transaction on the Solana Explorer: mainnet, and devnet unless devnet is this sandbox's own localnet
+    (whose transactions the public devnet has never seen)."""
+    if not signature:
+        return None
+    if network_id == MAINNET.caip2:
+        return f"https://explorer.solana.com/tx/{signature}"
+    if network_id in NETWORKS and not sandbox:
+        return f"https://explorer.solana.com/tx/{signature}?cluster=devnet"
+    return None
+
+
+def described(row: PaymentRow, service: tuple[str, str] | None) -> dict[str, Any]:
+    """A payment on the wire, with what it paid for (`service`, `resource`: null when unknown)."""
+    return {**row.as_dict(), "service": service[0] if service else None,
+            "resource": (service[1] or None) if service else None}
+
+
+def services_of(c: Collaborators, rows: list[PaymentRow]) -> dict[str, tuple[str, str]]:
+    """(service, resource URL) of each row, from the payment_volume read model."""
+    return c.payment_volume.get_services([r.payment_id for r in rows]) if c.payment_volume is not None else {}
 
 
 def page_of(view: PaymentListView, merchant_id: str, filters: dict[str, Any]) -> PaymentPage:
@@ -126,8 +156,37 @@ class PaymentsResource(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         merchant_id, filters = session_of(req).merchant_id, query(req)
         page = page_of(view_of(self._c), merchant_id, filters)
-        resp.media = {"payments": [row.as_dict() for row in page.items], "total": page.total,
+        services = services_of(self._c, page.items)
+        resp.media = {"payments": [described(row, services.get(row.payment_id)) for row in page.items],
+                      "total": page.total,
                       "nextCursor": cursor_of(page.items[-1]) if page.more else None}
+
+
+def export_filters(params: dict[str, Any]) -> dict[str, str | None]:
+    """`state`, `since`, `until` of the export (read-model values) from `from`/`to`/`state` as the list takes them;
+    a ValidationError names the field. The CLI's `payments export` checks its options with this too."""
+    filters = ExportQuerySchema().load({k: v for k, v in params.items() if v not in ("", None)})
+    return {"state": filters.get("state"),
+            "since": timestamp(filters["since"][0]) if "since" in filters else None,
+            "until": timestamp(_until(filters["until"])) if "until" in filters else None}
+
+
+class PaymentsExportResource(Resource):
+    """The filtered list as CSV (interfaces/payments_export.py), streamed a page at a time."""
+
+    route = "/api/v1/payments/export"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s = session_of(req)
+        filters = export_filters({k: (v[-1] if isinstance(v, list) else v) for k, v in req.params.items()})
+        since, until = filters["since"], filters["until"]
+        view = view_of(self._c)
+        resp.content_type = "text/csv; charset=utf-8; header=present"
+        given = [s.merchant, *(v for v in (req.get_param("from"), req.get_param("to")) if v)]  # `to` as given
+        name = "-".join(["payments", *(re.sub(r"[^A-Za-z0-9._-]", "_", v) for v in given)])  # nothing a header carries
+        resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
+        resp.stream = export_csv(view, self._c.payment_volume, s.merchant_id, state=filters["state"],
+                                 since=since, until=until)
 
 
 class PaymentResource(Resource):
@@ -136,7 +195,8 @@ class PaymentResource(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
         view = view_of(self._c)
         row = owned(view, session_of(req).merchant_id, payment_id)
-        resp.media = {**row.as_dict(), "events": [e.as_dict() for e in view.get_timeline(payment_id)]}
+        resp.media = {**described(row, services_of(self._c, [row]).get(payment_id)),
+                      "events": [e.as_dict() for e in view.get_timeline(payment_id)]}
 
 
 # -- the pages ------------------------------------------------------------------------------------------------------
@@ -152,7 +212,8 @@ class PaymentsPage(Page):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = {k: v for k, v in req.params.items() if isinstance(v, str)}
         context: dict[str, Any] = {"form": form, "states": STATE_NAMES, "networks": list(NETWORKS.values()),
-                                   "money": money, "network_name": network_name}
+                                   "explorer": lambda network_id, signature: explorer_url(network_id, signature,
+                                                                                          self._c.sandbox)}
         try:
             filters = query(req)
         except ValidationError as refused:  # keyed by the wire names (`from`, `to`): shown beside those fields
@@ -160,7 +221,9 @@ class PaymentsPage(Page):
             return self.render(req, resp, falcon.HTTP_400, errors=errors, payments=None, **context)
         page = page_of(view_of(self._c), req.context.session.merchant_id, filters)
         filtered = {k: v for k, v in form.items() if k != "cursor"}
-        self.render(req, resp, payments=page.items, total=page.total,
+        export = {k: v for k, v in form.items() if k in ("state", "from", "to") and v}
+        self.render(req, resp, payments=page.items, total=page.total, services=services_of(self._c, page.items),
+                    export_url="/api/v1/payments/export" + (f"?{urlencode(export)}" if export else ""),
                     first_url=f"/payments?{urlencode(filtered)}" if "cursor" in filters else None,
                     next_url=f"/payments?{urlencode({**filtered, 'cursor': cursor_of(page.items[-1])})}"
                     if page.more else None, **context)
@@ -172,10 +235,11 @@ class PaymentDetailPage(Page):
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:  # type: ignore[override]
         view = view_of(self._c)
         row = owned(view, req.context.session.merchant_id, payment_id)
-        self.render(req, resp, payment=row, events=view.get_timeline(payment_id), money=money,
-                    network_name=network_name, shown=shown)
+        self.render(req, resp, payment=row, events=view.get_timeline(payment_id), shown=shown,
+                    service=services_of(self._c, [row]).get(row.payment_id),
+                    explorer=explorer_url(row.network, row.transaction_signature, self._c.sandbox))
 
 
 def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
-    mount(app, (PaymentsResource, PaymentResource), c)
+    mount(app, (PaymentsResource, PaymentsExportResource, PaymentResource), c)
     mount(app, (PaymentsPage, PaymentDetailPage), c, env)

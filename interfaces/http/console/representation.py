@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.money import is_usdc, usdc
 from domain.proxy_service import ProxyService, Route
 
 DEFAULT_PROXY_URL = "http://127.0.0.1:8405"
@@ -28,6 +29,7 @@ def service_json(service: ProxyService, proxy_url: str) -> dict[str, Any]:
 def route_json(route: Route) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": route.id, "method": route.method, "path": route.path, "price": str(route.price),
+        "priceUsdc": usdc(route.price, grouped=False) if is_usdc(route.network, route.asset) else None,
         "network": route.network, "asset": route.asset, "payTo": route.pay_to,
         "maxTimeoutSeconds": route.max_timeout_seconds, "settle": route.settle,
     }

@@ -10,6 +10,7 @@ from jinja2 import Environment
 
 from application.proxy_services import ServiceNotFoundError
 from domain.errors import DomainError
+from domain.money import AmountError, parse_usdc
 from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
@@ -59,7 +60,7 @@ class ServicesPage(_ServicePage):
         domains = list(self._c.console.list_verified_domains(req.context.session.merchant_id))
         if self._proxies.sandbox and "localhost" not in domains:
             domains.append("localhost")  # sandbox: a backend on this machine, http://localhost:<port>
-        return {"services": services, "domains": domains}
+        return {"services": services, "domains": domains, "sandbox": self._proxies.sandbox}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
@@ -155,11 +156,12 @@ class RoutesPage(PostOnly, ServicePage):
                     terms[name] = form[wire]
             if form.get("max_timeout_seconds"):
                 terms["max_timeout_seconds"] = int(form["max_timeout_seconds"])
-            price = form.get("price", "")
-            if not price.isdigit():
-                raise ProxyServiceError("price is a whole number of atomic units", field="price")
+            try:
+                price = parse_usdc(form.get("price", ""))
+            except AmountError as refused:
+                raise ProxyServiceError(str(refused), field="price") from None
             self._proxies.add_route(self.merchant(req), service_id, method=form.get("method") or "GET",
-                                    path=form.get("path", ""), price=int(price), pay_to=form.get("pay_to", ""),
+                                    path=form.get("path", ""), price=price, pay_to=form.get("pay_to", ""),
                                     network_id=form.get("network") or None, **terms)
         except ServiceNotFoundError:
             raise falcon.HTTPNotFound() from None

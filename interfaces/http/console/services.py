@@ -4,9 +4,9 @@
 "upstreamAuth"?:{"header","value"}}` → 201 `{"id","name","type":"Proxy","baseUrl","slug","gatewayUrl","active",…}`;
 `GET /api/v1/services[/{id}]`; `PATCH /api/v1/services/{id}` with any of name, active, domain, subdomain,
 pathSuffix, port, upstreamAuth (null clears it), bodyLimit, passCookies; `DELETE /api/v1/services/{id}` (409
-while routes exist);
-`POST|GET /api/v1/services/{id}/routes`, `DELETE /api/v1/services/{id}/routes/{routeId}`. The upstream credential
-is write-only: answers say only which header carries one.
+while routes exist); `POST|GET /api/v1/services/{id}/routes` (a route's price as `priceUsdc`, "0.007", or as before
+`price` in atomic units, "7000"; answered with both), `DELETE /api/v1/services/{id}/routes/{routeId}`. The
+upstream credential is write-only: answers say only which header carries one.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import falcon
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from application.proxy_services import ProxyServices
+from domain.money import AmountError, parse_usdc
 from interfaces.http.console.api import body, session_of
 from interfaces.http.console.collaborators import mount
 from interfaces.http.console.representation import route_json, service_json
@@ -49,7 +50,9 @@ class NewServiceSchema(ServiceSchema):
 class RouteSchema(Schema):
     method = fields.String(load_default="GET", validate=validate.Length(1, 7))
     path = fields.String(required=True, validate=validate.Length(1, 512))
-    price = fields.String(required=True, validate=validate.Regexp(r"^[1-9][0-9]{0,15}$"))
+    # The price in USDC ("0.007", at most 6 decimals) or, as before, in atomic units ("7000"): exactly one.
+    priceUsdc = fields.String(validate=validate.Length(1, 40))  # noqa: N815 - the wire name
+    price = fields.String(validate=validate.Regexp(r"^[1-9][0-9]{0,15}$", error="a whole number of atomic units"))
     payTo = fields.String(required=True, validate=validate.Length(32, 44))  # noqa: N815
     network = fields.String(validate=validate.Length(1, 100))
     asset = fields.String(validate=validate.Length(32, 44))
@@ -58,6 +61,21 @@ class RouteSchema(Schema):
     maxTimeoutSeconds = fields.Integer(validate=validate.Range(1, 3600))  # noqa: N815
     settle = fields.String(validate=validate.OneOf(("after", "before")))
     bazaar = fields.Dict()
+
+    @validates_schema
+    def _priced(self, data: dict[str, Any], **_: Any) -> None:
+        if ("price" in data) == ("priceUsdc" in data):
+            raise ValidationError("give the price once: priceUsdc (in USDC) or price (in atomic units)", "priceUsdc")
+        if "priceUsdc" in data:
+            try:
+                parse_usdc(data["priceUsdc"])
+            except AmountError as refused:
+                raise ValidationError(str(refused), "priceUsdc") from None
+
+    @post_load
+    def _atomic(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
+        data["price"] = parse_usdc(data.pop("priceUsdc")) if "priceUsdc" in data else int(data["price"])
+        return data
 
 
 class _Base:
@@ -135,7 +153,7 @@ class RoutesResource(_Base):
             ("description", "description"), ("mimeType", "mime_type"), ("maxTimeoutSeconds", "max_timeout_seconds"),
             ("settle", "settle"), ("bazaar", "bazaar")) if wire in command}
         route = self._proxies.add_route(merchant, service_id, method=command["method"], path=command["path"],
-                                        price=int(command["price"]), pay_to=command["payTo"],
+                                        price=command["price"], pay_to=command["payTo"],
                                         network_id=command.get("network"), asset=command.get("asset"), **terms)
         resp.status, resp.media = falcon.HTTP_201, route_json(route)
 

@@ -1,0 +1,130 @@
+"""The money read model: settled USDC and settled payments per merchant, service and UTC day or hour, for the
+console's overview chart, and what each merchant payment paid for (its service and resource), for the payments
+pages and the CSV export.
+
+Follows the Payments log with its own tracking, so on an existing store it builds from the first event. A
+merchant payment's Received records its service, resource, amount and whether the asset is the network's USDC; its
+Confirmed adds the amount to the day and the hour (UTC, of the Confirmed event) of that service, once: the event
+store records one Confirmed per payment. Anonymous payments belong to no merchant and are left out; payments in
+another asset than USDC are listed with their service but add nothing to the USDC figures.
+
+A payment's service is read from its resource URL: its host and first path segment (`proxy.example.com/weather-1a2b`,
+for the proxy the service's slug; `api.example.com/v1` for a merchant's own server), `(no resource)` without one.
+The buckets are never pruned (24 rows a day per service), so a rebuild gives the same rows whenever it runs.
+The overview reads at most 30 + 48 buckets per service, whatever the number of payments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import singledispatchmethod
+from typing import Any
+from urllib.parse import urlsplit
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.postgres import PostgresTrackingRecorder
+from eventsourcing.projection import Projection
+from eventsourcing.sqlite import SQLiteTrackingRecorder
+from eventsourcing.utils import get_topic
+
+from domain.money import is_usdc
+from domain.payment import Payment
+from projections.payment_list import EVENTS, timestamp
+from projections.sql import SqlView
+
+NO_RESOURCE = "(no resource)"
+DAY, HOUR = "day", "hour"
+
+
+def service_of(resource: Any) -> tuple[str, str]:
+    """(service, resource URL) of a payment's recorded resource."""
+    url = resource.get("url") if isinstance(resource, dict) else None
+    if not isinstance(url, str) or not url:
+        return NO_RESOURCE, ""
+    parts = urlsplit(url)
+    first = parts.path.lstrip("/").split("/", 1)[0]
+    host = parts.netloc or url
+    return (f"{host}/{first}" if first else host), url
+
+
+@dataclass(frozen=True)
+class Bucket:
+    bucket: str  # YYYY-MM-DD (day) or YYYY-MM-DDTHH (hour), UTC
+    service: str
+    settled: int  # atomic units of USDC
+    payments: int
+
+
+class PaymentVolumeView(SqlView):
+    tables = (
+        "CREATE TABLE IF NOT EXISTS payment_volume_payments (payment_id TEXT PRIMARY KEY, merchant_id TEXT NOT NULL, "
+        "service TEXT NOT NULL, resource TEXT NOT NULL, amount BIGINT NOT NULL, usdc INTEGER NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS payment_volume_buckets (merchant_id TEXT NOT NULL, span TEXT NOT NULL, "
+        "bucket TEXT NOT NULL, service TEXT NOT NULL, settled BIGINT NOT NULL, payments INTEGER NOT NULL, "
+        "PRIMARY KEY (merchant_id, span, bucket, service))",
+    )
+
+    def get_buckets(self, merchant_id: str, span: str, first: str, last: str) -> list[Bucket]:
+        """The buckets of `span` from `first` to `last` (both included), oldest first."""
+        rows = self.rows("SELECT bucket, service, settled, payments FROM payment_volume_buckets WHERE merchant_id = ? "
+                         "AND span = ? AND bucket >= ? AND bucket <= ? ORDER BY bucket, service",
+                         (merchant_id, span, first, last))
+        return [Bucket(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
+
+    def get_services(self, payment_ids: list[str]) -> dict[str, tuple[str, str]]:
+        """(service, resource URL) of each of these payments that the read model has."""
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(payment_ids), 500):
+            chunk = payment_ids[start:start + 500]
+            rows = self.rows("SELECT payment_id, service, resource FROM payment_volume_payments WHERE payment_id IN "
+                             f"({', '.join('?' * len(chunk))})", chunk)
+            found.update({r[0]: (r[1], r[2]) for r in rows})
+        return found
+
+
+class SqlitePaymentVolumeView(PaymentVolumeView, SQLiteTrackingRecorder):
+    pass
+
+
+class PostgresPaymentVolumeView(PaymentVolumeView, PostgresTrackingRecorder):
+    paramstyle = "format"
+
+
+INSERT_PAYMENT = "INSERT INTO payment_volume_payments VALUES (?, ?, ?, ?, ?, ?)"
+ADD = ("INSERT INTO payment_volume_buckets VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (merchant_id, span, bucket, service) "
+       "DO UPDATE SET settled = payment_volume_buckets.settled + excluded.settled, "
+       "payments = payment_volume_buckets.payments + 1")
+
+
+class PaymentVolumeProjection(Projection[PaymentVolumeView]):
+    name = "payment_volume"
+    # Every payment event, though only Received and Confirmed change a row: the position then follows the whole
+    # log, so waiting for a notification (`view.wait`) works whatever event it is.
+    topics = tuple(get_topic(cls) for cls in EVENTS)
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        with self.view.tracked(tracking):
+            pass
+
+    @process_event.register
+    def _(self, e: Payment.Received, tracking: Tracking) -> None:
+        client_id = str(e.client_id)
+        with self.view.tracked(tracking) as c:
+            if client_id.startswith("merchant:"):
+                service, resource = service_of(e.resource)
+                c.execute(INSERT_PAYMENT, (str(e.originator_id), client_id.removeprefix("merchant:"), service,
+                                           resource, int(e.amount), int(is_usdc(e.network, e.asset))))
+
+    @process_event.register
+    def _(self, e: Payment.Confirmed, tracking: Tracking) -> None:
+        with self.view.tracked(tracking) as c:
+            c.execute("SELECT merchant_id, service, amount FROM payment_volume_payments WHERE payment_id = ? "
+                      "AND usdc = 1", (str(e.originator_id),))
+            found = c.fetchall()
+            if not found:
+                return
+            merchant_id, service, amount = found[0][0], found[0][1], int(found[0][2])
+            moment = timestamp(e.timestamp)
+            c.execute(ADD, (merchant_id, DAY, moment[:10], service, amount))
+            c.execute(ADD, (merchant_id, HOUR, moment[:13], service, amount))
