@@ -89,8 +89,6 @@ def make_gateway(tmp_path: Path, sandbox: Any, *, resolver: Any = None, **config
     container = build(Config(data_dir=tmp_path, **config), sandbox=sandbox, resolver=resolver)
     container.merchants.register("acme")
     container.merchants.enable_capability("acme", DEVNET.caip2)
-    if container.config.sandbox:  # acme is the tests' sandbox merchant, as `up` makes `sandbox`: localhost is its
-        container.merchants.preverify_sandbox_domain("acme")
     api_key, _ = container.merchants.create_key("acme", KeyEnv.TEST)
     container.refresh_accounts()
     gateway = Gateway(container, testing.TestClient(create_app(container)), api_key, sandbox,

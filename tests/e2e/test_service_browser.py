@@ -29,7 +29,8 @@ def test_merchant_puts_a_backend_behind_the_proxy_a_client_pays_and_the_merchant
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet, WsgiThread(demo_backend) as backend:
         gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url)
-        add_owner(gateway.container, "acme", EMAIL)
+        gateway.container.merchants.preverify_sandbox_domain("acme")  # the sandbox merchant: localhost is its
+        add_owner(gateway.container, "acme", EMAIL)  # (and catches the console's read model up)
         console_url, console = serve(create_console(from_container(gateway.container)))
         try:
             with WsgiThread(create_proxy_app(gateway.container)) as proxy:

@@ -46,6 +46,7 @@ def paid(request, tmp_path_factory):
     container = gateway.container
     add_owner(container, "acme", "owner@acme.test")
     add_owner(container, "beta", "owner@beta.test")
+    container.merchants.preverify_sandbox_domain("acme")  # the sandbox merchant: localhost is its
     container.merchants.enable_capability("beta", DEVNET.caip2)
     beta_key, _ = container.merchants.create_key("beta", KeyEnv.TEST)
     container.refresh_accounts()

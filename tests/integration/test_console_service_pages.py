@@ -14,7 +14,9 @@ from tests.integration.test_console_pages import log_in, post
 
 @pytest.fixture
 def gateway(tmp_path, sandbox):
-    yield from two_merchants(tmp_path, sandbox)
+    for gateway in two_merchants(tmp_path, sandbox):
+        gateway.container.merchants.preverify_sandbox_domain("acme")  # the sandbox merchant: localhost is its
+        yield gateway
 
 
 def test_a_merchant_runs_a_service_from_the_pages(gateway):

@@ -17,6 +17,7 @@ def gateway(tmp_path, sandbox):
 
 @pytest.fixture
 def console(gateway):
+    gateway.container.merchants.preverify_sandbox_domain("acme")  # acme is the sandbox merchant: localhost is its
     return console_client(gateway.container)
 
 

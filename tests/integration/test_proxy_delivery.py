@@ -230,6 +230,7 @@ def test_a_trusted_proxys_forwarded_for_chain_is_kept_and_the_peer_appended(stac
 
 def test_a_localhost_service_on_paywardens_own_port_is_refused_at_request_time(stack_on):
     stack = stack_on
+    stack.gateway.container.merchants.preverify_sandbox_domain("acme")  # the sandbox merchant: localhost is its
     service = stack.proxies.create_service("acme", "Local", "localhost", port=9177)
     stack.proxies.add_route("acme", str(service.id), method="GET", path="/*", price=PRICE,
                             pay_to=str(stack.gateway.pay_to.pubkey()))

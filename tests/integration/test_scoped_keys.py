@@ -26,6 +26,7 @@ EMBEDDED = pytest.mark.parametrize("store", ["embedded"], indirect=True)
 def weather_service(gateway: Gateway, name: str = "Weather", port: int = 8080) -> Any:
     """A sandbox service (`http://localhost:<port>`) charging PRICE for GET /weather/*."""
     proxies = gateway.container.proxies
+    gateway.container.merchants.preverify_sandbox_domain("acme")  # acme is the sandbox merchant here
     service = proxies.create_service("acme", name, "localhost", port=port)
     proxies.add_route("acme", str(service.id), method="GET", path="/weather/*", price=PRICE,
                       pay_to=str(gateway.pay_to.pubkey()))

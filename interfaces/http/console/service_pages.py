@@ -57,9 +57,8 @@ class ServicesPage(_ServicePage):
     def context(self, req: falcon.Request) -> dict[str, Any]:
         merchant = self.merchant(req)
         services = [service_json(s, self._c.proxy_url) for s in self._proxies.list_services(merchant)]
+        # The sandbox merchant's `localhost` is among them (pre-verified by `up`): no other merchant's is.
         domains = list(self._c.console.list_verified_domains(req.context.session.merchant_id))
-        if self._proxies.sandbox and "localhost" not in domains:
-            domains.append("localhost")  # sandbox: a backend on this machine, http://localhost:<port>
         return {"services": services, "domains": domains, "sandbox": self._proxies.sandbox}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
