@@ -270,16 +270,16 @@ class Payments(Application[UUID]):
         return earlier
 
     def _settle_earlier(self, earlier: Payment, request: PaymentRequest) -> SettleOutcome:
-        """A settle of a payment recorded under another key answered as its record answers, under its lock; the
-        request's `Idempotency-Key` names that record."""
+        """A settle of a payment recorded under another key, answered as its record answers, under its lock. The
+        request's `Idempotency-Key` is recorded with a success it gets (a retry with it gets that success again),
+        but not claimed: the claim staked for the payment under the derived key is dropped with that payment,
+        which is not recorded."""
         if (conflict := self._bound(earlier, request)) is not None:
             return SettleOutcome.failed(conflict.invalid_reason or "", network=earlier.network,
                                         message=conflict.invalid_message)
-        request.claims.clear()  # staked for the payment under the derived key, which is not recorded
+        request.claims.clear()
         with self._exclusive(earlier.idempotency_key, self._settings.lock_margin_seconds):
-            earlier = self._get(earlier.idempotency_key) or earlier
-            self._claim_request_key(request, earlier.id)
-            return self._recorded_settle(earlier, request)
+            return self._recorded_settle(self._get(earlier.idempotency_key) or earlier, request)
 
     def _settle(self, payment: Payment, request: PaymentRequest) -> SettleOutcome:
         """Evaluate again (balances may have moved since a verify), claim, record the broadcast, send, await. A
