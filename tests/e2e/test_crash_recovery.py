@@ -26,14 +26,16 @@ import pytest
 from solders.hash import Hash
 from solders.keypair import Keypair
 
+from domain.idempotency import payment_id
 from domain.networks import DEVNET, KeyEnv
+from domain.payment import Payment
 from interfaces.adapters.signers import write_keypair
 from interfaces.cli.main import main
 from interfaces.config import Config
 from interfaces.container import build
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 from interfaces.sandbox.localnet import LocalnetThread
-from tests.conftest import USDC
+from tests.conftest import USDC, payment_key
 from tests.faults import RpcProxy, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -261,12 +263,19 @@ def crash_mid_burst(stack: Stack, merchant: Merchant, urls: list[str], killed: s
     return before
 
 
-def caught_up(stack: Stack) -> None:
-    """The payments read model shows every payment CONFIRMED (the projection worker has caught up)."""
+def caught_up_with_one_success_each(stack: Stack, merchant: Merchant) -> None:
+    """The payments read model shows every payment CONFIRMED (the projection worker has caught up), and the event
+    store records exactly one success answer for each (`Confirmed` answered, or `SuccessAnswered`)."""
     container = build(stack.config)
     try:
         wait_until(lambda: len(container.payment_list.get_page(state="CONFIRMED", limit=200).items) == SETTLES,
                    timeout=30, interval=0.2, what="the payments read model caught up")
+        store = container.payments.repository.event_store
+        for i, body in enumerate(merchant.bodies):
+            events = store.get(payment_id(payment_key(container, stack.api_key, body)))
+            answers = [e for e in events if isinstance(e, Payment.SuccessAnswered)
+                       or (isinstance(e, Payment.Confirmed) and e.answered)]
+            assert len(answers) == 1, f"payment {i}: {len(answers)} success answers recorded"
     finally:
         container.close()
 
@@ -285,7 +294,7 @@ def test_a_power_cut_mid_burst_strands_nothing_and_every_success_is_given_again_
         restarted_at = time.monotonic()
         merchant.retry_until_answered(url)
         merchant.assert_every_transfer_answered_once(before, restarted_at)
-        caught_up(stack)
+        caught_up_with_one_success_each(stack, merchant)
         stack.stop("stack")
         audits_pass(stack, monkeypatch)
 
@@ -301,6 +310,6 @@ def test_one_of_two_hosts_killed_mid_burst_strands_nothing_while_the_other_serve
         killed_at = time.monotonic()
         merchant.retry_until_answered(a)  # the load balancer sends everything to the host that lives
         merchant.assert_every_transfer_answered_once(before, killed_at)
-        caught_up(stack)
+        caught_up_with_one_success_each(stack, merchant)
         stack.stop("a")
         audits_pass(stack, monkeypatch)
