@@ -32,6 +32,7 @@ from application.outcomes import (
     replayed_settle,
     replayed_verify,
     settle_outcome,
+    settled_verify,
     verify_outcome,
 )
 from application.payment_checks import PaymentRequest, check_request
@@ -67,6 +68,7 @@ from domain.signing import base58_signature
 from domain.x402 import PaymentPayload, Requirements
 
 SIMULATION_LOG_LINES = 5
+_RECORDED_SETTLE = (PaymentState.SUBMITTED, PaymentState.CONFIRMED, PaymentState.FAILED)
 
 
 @dataclass(frozen=True)
@@ -132,12 +134,8 @@ class Payments(Application[UUID]):
                     return SettleOutcome.failed(conflict.invalid_reason or "", network=net,
                                                 message=conflict.invalid_message)
                 self._claim_request_key(request, payment.id if payment else Payment.create_id(request.key))
-                if payment is not None and payment.state is PaymentState.CONFIRMED:
-                    return self._settled(payment, request)
-                if payment is not None and payment.state is PaymentState.FAILED:
-                    return settle_outcome(payment).as_replay()
-                if payment is not None and payment.is_pending:
-                    return self._reconcile(payment, request)
+                if payment is not None and payment.state in _RECORDED_SETTLE:
+                    return self._recorded_settle(payment, request)
                 payment = payment or self._receive(request)
                 return self._settle(payment, request)
         except PaymentRuleError as rejected:
@@ -240,6 +238,11 @@ class Payments(Application[UUID]):
             if (recorded := self._get(request.key)) is not None:
                 return self._recorded_verify(recorded, request)
             raise
+        if payment.verify_outcome is PaymentState.REJECTED:  # the chain refuses a transaction that landed...
+            claim = self._claim(ClaimKind.TRANSACTION, request.message_hash)
+            earlier = self._recorded_under_another_key(claim, payment, request)
+            if earlier is not None and earlier.state is PaymentState.CONFIRMED:  # ...as this very payment
+                return self._bound(earlier, request) or settled_verify(earlier.payer, earlier.signature).as_replay()
         try:
             self.save(payment)
         except IntegrityError as recorded_before:
@@ -265,7 +268,8 @@ class Payments(Application[UUID]):
         if request.request_key is None:
             return
         subject = f"{request.client.id}\x1f{request.request_key}"
-        if not self._stake(request, ClaimKind.IDEMPOTENCY_KEY, subject, payment_id):
+        claim = self._claim(ClaimKind.IDEMPOTENCY_KEY, subject)
+        if not self._stake(request, ClaimKind.IDEMPOTENCY_KEY, subject, payment_id, claim):
             raise PaymentRuleError(Code.INVALID_PAYLOAD,
                                   f"Idempotency-Key {request.request_key!r} was sent with another payment")
 
@@ -277,9 +281,49 @@ class Payments(Application[UUID]):
         else:
             payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
 
+    def _recorded_settle(self, payment: Payment, request: PaymentRequest) -> SettleOutcome:
+        """A settle of a payment whose broadcast is recorded: confirmed, failed, or still pending."""
+        if payment.state is PaymentState.CONFIRMED:
+            return self._settled(payment, request)
+        if payment.state is PaymentState.FAILED:
+            return settle_outcome(payment).as_replay()
+        return self._reconcile(payment, request)
+
+    def _recorded_under_another_key(self, claim: Claim | None, payment: Payment,
+                                    request: PaymentRequest) -> Payment | None:
+        """The payment that claimed this transaction, when it is this very payment recorded under another
+        idempotency key (an earlier release derived keys otherwise: application/upgrades.py): the same client and
+        amount. None when the transaction is unclaimed, this payment's, or another client's."""
+        if claim is None or claim.payment_id == str(payment.id):
+            return None
+        try:
+            earlier: object = self.repository.get(UUID(claim.payment_id))
+        except AggregateNotFoundError:
+            return None
+        if not isinstance(earlier, Payment) or earlier.client_id != request.client.id or \
+                earlier.amount != request.requirements.amount:
+            return None
+        return earlier
+
+    def _settle_earlier(self, earlier: Payment, request: PaymentRequest) -> SettleOutcome:
+        """A settle of a payment recorded under another key, answered as its record answers, under its lock. The
+        request's `Idempotency-Key` is recorded with a success it gets (a retry with it gets that success again),
+        but not claimed: the claim staked for the payment under the derived key is dropped with that payment,
+        which is not recorded."""
+        if (conflict := self._bound(earlier, request)) is not None:
+            return SettleOutcome.failed(conflict.invalid_reason or "", network=earlier.network,
+                                        message=conflict.invalid_message)
+        request.claims.clear()
+        with self._exclusive(earlier.idempotency_key, self._settings.lock_margin_seconds):
+            return self._recorded_settle(self._get(earlier.idempotency_key) or earlier, request)
+
     def _settle(self, payment: Payment, request: PaymentRequest) -> SettleOutcome:
-        """Evaluate again (balances may have moved since a verify), claim, record the broadcast, send, await."""
+        """Evaluate again (balances may have moved since a verify), claim, record the broadcast, send, await. A
+        transaction another record of this payment claimed (an earlier release's key) is answered from it."""
         key = request.request_key
+        transaction_claim = self._claim(ClaimKind.TRANSACTION, request.message_hash)
+        if (earlier := self._recorded_under_another_key(transaction_claim, payment, request)) is not None:
+            return self._settle_earlier(earlier, request)
         if payment.state is PaymentState.REJECTED:
             return self._fail(payment, request, payment.reason or "", payment.message)
         try:
@@ -290,7 +334,7 @@ class Payments(Application[UUID]):
             return self._fail(payment, request, str(rejected.code), rejected.message)
         if payment.verify_outcome is None:
             payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
-        if taken := self._settlement_claims(payment, request):
+        if taken := self._settlement_claims(payment, request, transaction_claim):
             return self._fail(payment, request, str(Code.DUPLICATE_SETTLEMENT), taken)
         payment.submit(signature, exact.fee_payer, exact.blockhash, base64.b64encode(signed).decode(), key)
         self._save(payment, request)
@@ -300,22 +344,23 @@ class Payments(Application[UUID]):
             return self._fail(payment, request, str(Code.SUBMISSION_FAILED), str(refused))
         return self._await(payment, request)
 
-    def _settlement_claims(self, payment: Payment, request: PaymentRequest) -> str | None:
-        """Claim the transaction (and the payTo+memo pair) for this payment; the reason if another has them."""
+    def _settlement_claims(self, payment: Payment, request: PaymentRequest,
+                           transaction_claim: Claim | None) -> str | None:
+        """Claim the transaction (and the payTo+memo pair) for this payment; the reason if another has them.
+        `transaction_claim`: the transaction's claim as read before the evaluation (the save decides a race)."""
         r = request.requirements
-        wanted = [(ClaimKind.TRANSACTION, request.message_hash, "this transaction already settled another payment")]
+        if not self._stake(request, ClaimKind.TRANSACTION, request.message_hash, payment.id, transaction_claim):
+            return "this transaction already settled another payment"
         if r.memo is not None:
-            wanted.append((ClaimKind.MEMO, f"{r.network}\x1f{r.pay_to}\x1f{r.memo}",
-                           "a payment to this payTo with this extra.memo already settled"))
-        for kind, subject, taken in wanted:
-            if not self._stake(request, kind, subject, payment.id):
-                return taken
+            subject = f"{r.network}\x1f{r.pay_to}\x1f{r.memo}"
+            if not self._stake(request, ClaimKind.MEMO, subject, payment.id, self._claim(ClaimKind.MEMO, subject)):
+                return "a payment to this payTo with this extra.memo already settled"
         return None
 
-    def _stake(self, request: PaymentRequest, kind: ClaimKind, subject: str, payment_id: UUID) -> bool:
-        """True if `subject` is this payment's: already claimed by it, or a claim added to the request's next
-        save; False if another payment holds it."""
-        claim = self._claim(kind, subject)
+    def _stake(self, request: PaymentRequest, kind: ClaimKind, subject: str, payment_id: UUID,
+               claim: Claim | None) -> bool:
+        """True if `subject` is this payment's: already claimed by it (`claim`, as read), or a claim added to the
+        request's next save; False if another payment holds it."""
         if claim is None:
             request.claims.append(Claim(kind=kind, subject=subject, payment_id=str(payment_id)))
             return True

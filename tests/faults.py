@@ -170,7 +170,8 @@ class RpcProxy:
     - `drop[method] = n`: the next n requests of that method are lost (the connection closes with no answer, as
       when a broadcast is lost on the way);
     - `hold_broadcast()`: the next sendTransaction is forwarded, its signature noted, `broadcast` set, and its
-      answer kept back until `release` is set (the transaction landed; its sender has not heard yet).
+      answer kept back until `release` is set (the transaction landed; its sender has not heard yet);
+    - `delay[method] = seconds`: every answer of that method is sent that much later (forwarded at once).
     `sends` lists the signatures of the forwarded broadcasts, `seen` counts requests by method."""
 
     def __init__(self, target_url: str, drop: dict[str, int] | None = None) -> None:
@@ -179,6 +180,7 @@ class RpcProxy:
         import urllib.request
 
         self.target, self.drop, self.seen, self.sends = target_url, dict(drop or {}), {}, []
+        self.delay: dict[str, float] = {}
         self.broadcast, self.release, self._armed = threading.Event(), threading.Event(), False
         self._lock = threading.Lock()
         proxy = self
@@ -199,6 +201,8 @@ class RpcProxy:
                 request = urllib.request.Request(proxy.target, body, {"Content-Type": "application/json"})
                 with urllib.request.urlopen(request, timeout=10) as upstream:
                     answer = upstream.read()
+                if pause := proxy.delay.get(method):
+                    time.sleep(pause)
                 if method == "sendTransaction":
                     proxy.sends.append(json.loads(answer).get("result"))
                     if proxy._armed:

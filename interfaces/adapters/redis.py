@@ -2,7 +2,8 @@
 the discovery query cache. Their in-process twins are in `interfaces/adapters/memory.py`.
 
 Keys (one Redis database, no cluster hash slots needed):
-- `paywarden:lock:<idempotency key>`: the lock, holding its owner's random token, with an expiry (PX);
+- `paywarden:lock:<idempotency key>`: the lock, holding its owner's random token, with a short expiry (a lease,
+  `LEASE_SECONDS`) that its holder's process renews while the work goes on;
 - `paywarden:result:<operation>:<idempotency key>`: a terminal result, {"terms": digest, "outcome": {...}};
 - `paywarden:result_cache:payment:<payment id>`: what the cache projection keeps of a payment until its results;
 - `paywarden:result_cache:tracking:<application>`: the cache projection's position in the notification log.
@@ -15,7 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -30,6 +34,8 @@ from projections.results import ResultCacheView, load_entry
 
 PREFIX = "paywarden"
 RESULT_TTL_SECONDS = 24 * 3600
+LEASE_SECONDS = 5.0  # a lock's expiry in Redis: how long a dead holder's lock outlives it (docs/production.md)
+RENEW_SECONDS = 1.0  # how often a live holder's process extends the leases it holds
 log = logging.getLogger("paywarden.redis")
 cache_log = logging.getLogger("paywarden.cache")
 
@@ -51,26 +57,60 @@ def result_key(key: str, operation: str) -> str:
 
 
 class RedisLocks:
-    """Implements `Locks`: SET NX PX with a random token; released only by its owner; a dead owner's lock expires."""
+    """Implements `Locks` with leases: SET NX PX with a random token and a short expiry (`LEASE_SECONDS`), extended
+    every `RENEW_SECONDS` by one thread of the holder's process for as long as the holder works (at most the
+    `ttl_seconds` it asked for), released only by its owner. A holder that dies (SIGKILL, the OOM killer, a lost
+    host) stops renewing: its lock is free again within `LEASE_SECONDS`, not after the whole confirmation budget.
+
+    The lock is the early refusal (`duplicate_request`). The fencing token that stops a holder whose lease lapsed
+    (a process frozen longer than the lease) is the payment's version in the event store: every save is
+    conditional on it, and a broadcast is sent only after its `SettlementSubmitted` was saved, so a stale holder's
+    save fails (`IntegrityError` → `duplicate_request`) before anything is sent."""
 
     _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+    _RENEW = """
+local lost = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  else lost[#lost + 1] = KEYS[i] end
+end
+return lost
+"""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, *, lease_seconds: float = LEASE_SECONDS,
+                 renew_seconds: float = RENEW_SECONDS) -> None:
         self._client = client
         self._release = client.register_script(self._RELEASE)
+        self._renew = client.register_script(self._RENEW)
+        self.lease_ms, self._renew_seconds = max(1, int(lease_seconds * 1000)), renew_seconds
+        self._held: dict[str, tuple[str, float]] = {}  # lock name -> (token, renew until, monotonic)
+        self._mutex = threading.Lock()
+        self._renewer: tuple[int, threading.Thread] | None = None
 
     @contextmanager
     def hold(self, key: str, ttl_seconds: float) -> Iterator[bool]:
         name, token = lock_key(key), secrets.token_hex(16)
-        acquired = self._acquire(name, token, max(1, int(ttl_seconds * 1000)))
-        try:
+        with self.leased(name, token, self._acquire(name, token), ttl_seconds) as acquired:
             yield acquired
-        finally:
-            if acquired:
-                self._release_quietly(name, token)
 
-    def _acquire(self, name: str, token: str, ttl_ms: int) -> bool:
-        if self._client.set(name, token, nx=True, px=ttl_ms):
+    @contextmanager
+    def leased(self, name: str, token: str, acquired: bool, ttl_seconds: float) -> Iterator[bool]:
+        """Keep a lock taken with `token` renewed while the context runs (at most `ttl_seconds`), then release it."""
+        if not acquired:
+            yield False
+            return
+        with self._mutex:
+            self._held[name] = (token, time.monotonic() + ttl_seconds)
+        self._ensure_renewer()
+        try:
+            yield True
+        finally:
+            with self._mutex:
+                self._held.pop(name, None)
+            self._release_quietly(name, token)
+
+    def _acquire(self, name: str, token: str) -> bool:
+        if self._client.set(name, token, nx=True, px=self.lease_ms):
             return True
         # A SET retried after a lost reply finds its own token: that is still our lock.
         return self._client.get(name) == token.encode()
@@ -85,6 +125,45 @@ class RedisLocks:
         except redis.RedisError as down:
             # The work is recorded; the lock frees itself at its expiry. Failing the request now would lie.
             log.warning("could not release %s (%s); it expires by itself", name, down)
+
+    def _ensure_renewer(self) -> None:
+        """One renewing thread per process (a greenlet under gevent), started on first use: a thread started
+        before gunicorn forks its workers would not exist in them."""
+        pid = os.getpid()
+        if self._renewer is not None and self._renewer[0] == pid and self._renewer[1].is_alive():
+            return
+        with self._mutex:
+            if self._renewer is None or self._renewer[0] != pid or not self._renewer[1].is_alive():
+                thread = threading.Thread(target=self._renew_forever, name="redis-lock-leases", daemon=True)
+                self._renewer = (pid, thread)
+                thread.start()
+
+    def _renew_forever(self) -> None:
+        while True:
+            time.sleep(self._renew_seconds)
+            try:
+                self.renew_held()
+            except redis.RedisError as down:
+                log.warning("could not renew the held locks (%s); retrying", down)
+
+    def renew_held(self) -> list[str]:
+        """Extend every lease this process holds, in one round trip; the names of those found lost (expired, or
+        taken by another holder after a lapse): they are no longer renewed."""
+        now = time.monotonic()
+        with self._mutex:
+            held = [(name, token) for name, (token, until) in self._held.items() if until > now]
+        if not held:
+            return []
+        lost = [raw.decode() for raw in self._renew(keys=[name for name, _ in held],
+                                                    args=[self.lease_ms, *(token for _, token in held)])]
+        if lost:
+            log.warning("%d lock leases were lost while held (a stale holder's saves are refused by the event "
+                        "store)", len(lost))
+            with self._mutex:
+                for name in lost:
+                    if name in self._held:
+                        self._held[name] = (self._held[name][0], 0.0)
+        return lost
 
 
 class RedisResultCache:
@@ -104,10 +183,10 @@ class RedisResultCache:
 
 
 class RedisAdmission:
-    """Implements `Admission`: the terminal result's read and, on a miss, the lock (`RedisLocks`' SET NX PX with a
-    random token) in one Lua script, one round trip instead of two. A script retried after a lost reply finds
-    its own token: still our lock. Redis unreachable: raises, as taking the lock alone would (nothing runs
-    unguarded); the release is `RedisLocks`' compare-and-delete."""
+    """Implements `Admission`: the terminal result's read and, on a miss, the lock (`RedisLocks`' SET NX PX lease
+    with a random token) in one Lua script, one round trip instead of two. A script retried after a lost reply
+    finds its own token: still our lock. Redis unreachable: raises, as taking the lock alone would (nothing runs
+    unguarded); the lease is renewed and released by `RedisLocks`."""
 
     _ADMIT = """
 local cached = redis.call('GET', KEYS[1])
@@ -123,14 +202,10 @@ return {'', 0}
     @contextmanager
     def admit(self, key: str, operation: str, ttl_seconds: float) -> Iterator[tuple[dict[str, Any] | None, bool]]:
         name, token = lock_key(key), secrets.token_hex(16)
-        raw, held = self._admit(keys=[result_key(key, operation), name],
-                                args=[token, max(1, int(ttl_seconds * 1000))])
+        raw, held = self._admit(keys=[result_key(key, operation), name], args=[token, self._locks.lease_ms])
         cached = load_entry(raw) if raw else None
-        try:
-            yield cached, bool(held)
-        finally:
-            if held:
-                self._locks._release_quietly(name, token)
+        with self._locks.leased(name, token, bool(held), ttl_seconds) as acquired:
+            yield cached, acquired
 
 
 class RedisResultCacheView(ResultCacheView):

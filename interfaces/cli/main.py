@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import threading
@@ -12,7 +13,7 @@ from importlib import import_module
 from domain.merchant import MerchantError
 from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
-from interfaces.config import ConfigError, default_data_dir, load_config
+from interfaces.config import Config, ConfigError, default_data_dir, load_config
 from interfaces.runtime.supervisor import exit_with_parent, supervise
 
 
@@ -28,6 +29,29 @@ def _container():
         if refused is None:
             raise
         raise refused from None
+
+
+def _upgrade_store(config: Config) -> int:
+    """Before any worker serves: the claims a store written by an earlier release lacks (application/upgrades.py,
+    docs/facilitator.md, the upgrade rule). Several hosts starting at once each run it; one records each claim."""
+    from application.payments import Payments
+    from application.upgrades import backfill_claims
+    from interfaces.container import PAYMENTS_STORE, store_env
+
+    payments = Payments(store_env(config, PAYMENTS_STORE))
+    try:
+        if added := backfill_claims(payments):
+            logging.getLogger("paywarden.serve").warning(
+                "upgrade: claimed the transactions of %d payment(s) recorded by an earlier release", added)
+        return added
+    finally:
+        payments.close()
+
+
+def upgrade(args: argparse.Namespace) -> int:
+    added = _upgrade_store(load_config())
+    print(f"{added} claim(s) added to payments recorded by an earlier release", file=sys.stderr)
+    return 0
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -56,6 +80,7 @@ def serve(args: argparse.Namespace) -> int:
     if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
         _check_bind(os.environ["PAYWARDEN_LOCALNET_BIND"], "the localnet", "--rpc-port")
     configure_logging()  # the supervisor's lines too are JSON on stderr
+    _upgrade_store(config)
     own = [b for b in (args.bind, args.proxy_bind, args.console_bind, os.environ.get("PAYWARDEN_LOCALNET_BIND")) if b]
     os.environ.update(PAYWARDEN_BIND=args.bind, PAYWARDEN_WORKERS=str(args.workers),
                       PAYWARDEN_CONSOLE_BIND=args.console_bind or "",
@@ -183,6 +208,10 @@ def parser() -> argparse.ArgumentParser:
                    help="do not start the projection and webhook workers (run `paywarden project` and "
                         "`paywarden webhooks` yourself)")
     s.set_defaults(func=serve)
+
+    ug = commands.add_parser("upgrade", help="record what a store written by an earlier release lacks (`serve` "
+                                             "does it at start; docs/facilitator.md)")
+    ug.set_defaults(func=upgrade)
 
     pr = commands.add_parser("project", help="run projection workers (read models) until interrupted")
     pr.add_argument("names", nargs="*", help="projections to run (default: all)")

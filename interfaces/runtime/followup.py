@@ -5,6 +5,11 @@ follower takes the SUBMITTED payments from the payments read model and calls `Pa
 identical signed transaction is re-sent while its blockhash lives, a confirmation is recorded (the merchant's next
 settle is then the one success), and an expired or failed one ends FAILED with its reason. `follow_up` takes the
 payment's lock without waiting, so a settle in progress always has precedence.
+
+The first pass runs as soon as the worker starts, not `INTERVAL_SECONDS` later: after a crash (every process
+killed between a broadcast and its confirmation) the payments left SUBMITTED are reconciled at once, so the
+merchants' retries find them CONFIRMED. A lock the dead process held lapses within its lease (a few seconds,
+interfaces/adapters/redis.py); a payment still locked is tried again on the next pass.
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ def follow_up_once(container: Container, batch: int = BATCH) -> dict[str, int]:
 
 
 def follow_up_pending(container: Container, stop: threading.Event, interval: float = INTERVAL_SECONDS) -> None:
-    """Until `stop`: a pass every `interval` seconds; a failing pass (chain or store down) is logged, not fatal."""
-    while not stop.wait(interval):
+    """Until `stop`: a pass at once, then one every `interval` seconds; a failing pass (chain or store down) is
+    logged, not fatal."""
+    while not stop.is_set():
         try:
             if outcomes := follow_up_once(container):
                 log.info("pending settlements followed up", extra={"outcomes": outcomes})
         except Exception:
             log.exception("following up pending settlements failed; retrying")
+        stop.wait(interval)

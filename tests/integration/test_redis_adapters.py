@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -46,14 +50,14 @@ def test_a_lock_is_exclusive_and_released_only_by_its_owner(client):
             assert not second
         assert locks.release("payment-1", "not-the-owner") is False
         assert client.get(lock_key("payment-1")).decode() == token
-        assert 0 < client.pttl(lock_key("payment-1")) <= 30_000
+        assert 0 < client.pttl(lock_key("payment-1")) <= 5_000  # a lease, renewed while held
     assert client.get(lock_key("payment-1")) is None
     with locks.hold("payment-1", 30) as again:
         assert again
 
 
 def test_a_dead_owners_lock_expires_and_its_late_release_leaves_the_next_owner_alone(client):
-    locks = RedisLocks(client)
+    locks = RedisLocks(client, lease_seconds=0.3)
     dead = locks.hold("payment-2", 0.3)
     assert dead.__enter__() is True  # the owner never comes back to release it
     wait_until(lambda: client.get(lock_key("payment-2")) is None, timeout=5, what="lock expiry")
@@ -61,6 +65,61 @@ def test_a_dead_owners_lock_expires_and_its_late_release_leaves_the_next_owner_a
         assert held
         dead.__exit__(None, None, None)  # the first owner wakes up late and releases "its" lock
         assert client.get(lock_key("payment-2")) is not None
+
+
+HOLDER = """
+import sys, time
+from interfaces.adapters.redis import RedisLocks, redis_client
+locks = RedisLocks(redis_client(sys.argv[1]), lease_seconds=0.6, renew_seconds=0.1)
+with locks.hold("payment-lease", 3600) as held:
+    print("held" if held else "refused", flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_a_live_holder_keeps_its_lease_renewed_and_a_killed_holders_lock_is_free_within_one_lease(client,
+                                                                                                  redis_url):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, redis_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        # Alive, it renews: the lock's remaining time goes up again and again, past several leases.
+        renewals, last = [], [client.pttl(lock_key("payment-lease"))]
+
+        def renewed_three_times() -> bool:
+            now = client.pttl(lock_key("payment-lease"))
+            assert now > 0, "a live holder's lock expired"
+            if now > last[-1]:
+                renewals.append(now)
+            last.append(now)
+            return len(renewals) >= 3
+
+        wait_until(renewed_three_times, timeout=10, interval=0.02, what="lease renewals")
+        with RedisLocks(client).hold("payment-lease", 30) as second:
+            assert not second
+        # Killed (no release, no finally): its lock is free within one lease, not after the hour it asked for.
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        killed = time.monotonic()
+        wait_until(lambda: client.get(lock_key("payment-lease")) is None, timeout=5, interval=0.02,
+                   what="the dead holder's lease to lapse")
+        assert time.monotonic() - killed <= 0.6 + 0.2
+        with RedisLocks(client).hold("payment-lease", 30) as taken:
+            assert taken
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_a_lease_found_taken_by_another_holder_is_reported_lost_and_no_longer_renewed(client):
+    locks = RedisLocks(client, lease_seconds=30, renew_seconds=3600)
+    with locks.hold("payment-stale", 30) as held:
+        assert held
+        client.set(lock_key("payment-stale"), "another-holder", px=30_000)  # our lease lapsed; someone took it
+        assert locks.renew_held() == [lock_key("payment-stale")]
+        assert client.get(lock_key("payment-stale")) == b"another-holder"
+        assert locks.renew_held() == []  # not renewed again
+    assert client.get(lock_key("payment-stale")) == b"another-holder"  # nor released: it is not ours
 
 
 def test_with_redis_unreachable_the_cache_misses_and_the_lock_refuses():
@@ -75,7 +134,7 @@ def test_one_round_trip_admission_answers_a_cached_result_without_a_lock_or_take
     admission = RedisAdmission(client, RedisLocks(client))
     with admission.admit("payment-3", "verify", 30) as (cached, held):
         assert cached is None and held
-        assert 0 < client.pttl(lock_key("payment-3")) <= 30_000
+        assert 0 < client.pttl(lock_key("payment-3")) <= 5_000
         with admission.admit("payment-3", "verify", 30) as (again, second):
             assert again is None and not second  # another request for it is in progress
         with RedisLocks(client).hold("payment-3", 30) as third:

@@ -4,13 +4,16 @@ whose broadcast never landed fails once its blockhash has expired; the identical
 
 from __future__ import annotations
 
+import threading
+
 from application.ports import Confirmation, SignatureStatus
 from domain.codes import Code
 from domain.networks import DEVNET
 from domain.payment import PaymentState
-from interfaces.runtime.followup import follow_up_once
+from interfaces.runtime.followup import follow_up_once, follow_up_pending
 from interfaces.runtime.workers import catch_up_all
 from tests.conftest import USDC, Gateway, payment_key
+from tests.faults import wait_until
 
 AMOUNT = USDC // 100
 
@@ -73,3 +76,20 @@ def test_a_broadcast_that_never_landed_fails_once_its_blockhash_expired(gateway)
     assert (failed.status_code, failed.json["errorReason"]) == (400, Code.SUBMISSION_FAILED)
     assert "expired" in failed.json["errorMessage"]
     assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == 0
+
+
+def test_the_follower_reconciles_what_a_crash_left_pending_as_soon_as_it_starts(gateway):
+    body = gateway.body()
+    assert pending_settle(gateway, body).json["errorReason"] == Code.SETTLEMENT_PENDING
+    catch_up_all(gateway.container, ["payment_list"])
+    # A worker starting after a crash: its first pass runs at once, not one interval later.
+    stop = threading.Event()
+    follower = threading.Thread(target=follow_up_pending, args=(gateway.container, stop, 3600.0), daemon=True)
+    follower.start()
+    try:
+        wait_until(lambda: state(gateway, body) is PaymentState.CONFIRMED, timeout=10, what="the first pass")
+    finally:
+        stop.set()
+        follower.join(10)
+    assert not follower.is_alive()
+    assert gateway.post("/settle", body).json["success"] is True

@@ -538,3 +538,51 @@ def test_state_after_settle_keeps_the_verify_outcome_apart(payments):
     aggregate = payments.get_payment(key)
     assert aggregate.state is PaymentState.CONFIRMED and aggregate.verify_outcome is PaymentState.APPROVED
     assert payments.verify(CLIENT, payload, requirements).invalid_reason == Code.DUPLICATE_SETTLEMENT
+
+
+def recorded_under_another_key(payments: Payments, payload: PaymentPayload, requirements: Requirements, *,
+                               confirmed: bool, client: Client = CLIENT) -> Payment:
+    """The payment as an earlier release recorded it: under a key derived otherwise, its transaction claimed."""
+    request = payments._request(client, payload, requirements)
+    earlier = payments._receive(request)
+    earlier = Payment(**{**{k: getattr(earlier, k) for k in (
+        "client_id", "network", "asset", "amount", "pay_to", "terms_digest", "client_signature", "extensions",
+        "resource", "max_timeout_seconds")}, "idempotency_key": "derived-by-an-earlier-release"})
+    earlier.approve(str(PAYER.pubkey()), str(FEE_PAYER.pubkey()), "blockhash")
+    earlier.submit("the-earlier-signature", str(FEE_PAYER.pubkey()), "blockhash", payload.transaction)
+    if confirmed:
+        earlier.confirm(answered=True)
+    payments.save(earlier, Claim(kind=ClaimKind.TRANSACTION, subject=request.message_hash,
+                                 payment_id=str(earlier.id)))
+    return earlier
+
+
+def test_a_payment_recorded_under_an_earlier_key_is_answered_from_its_record(payments, chain):
+    payload, requirements = payment()
+    recorded_under_another_key(payments, payload, requirements, confirmed=True)
+    for key in (None, "order-1"):
+        again = payments.settle(CLIENT, payload, requirements, request_key=key)
+        assert (again.success, again.error_reason, again.transaction) == \
+            (False, Code.DUPLICATE_SETTLEMENT, "the-earlier-signature")
+    chain.simulation = Simulation(ok=False, error="already processed", error_code="AlreadyProcessed")
+    verified = payments.verify(CLIENT, payload, requirements)
+    assert verified.invalid_reason == Code.DUPLICATE_SETTLEMENT and "the-earlier-signature" in verified.invalid_message
+    assert chain.sent == [] and payments.get_payment(payments._request(CLIENT, payload, requirements).key) is None
+
+
+def test_a_pending_payment_recorded_under_an_earlier_key_is_reconciled_not_broadcast_again(payments, chain):
+    payload, requirements = payment()
+    earlier = recorded_under_another_key(payments, payload, requirements, confirmed=False)
+    settled = payments.settle(CLIENT, payload, requirements, request_key="order-2")
+    assert (settled.success, settled.transaction) == (True, "the-earlier-signature")
+    assert payments.repository.get(earlier.id).answer_key == "order-2"
+    assert payments.settle(CLIENT, payload, requirements, request_key="order-2").replayed
+
+
+def test_another_clients_record_of_the_transaction_is_not_taken_for_this_payment(payments, chain):
+    payload, requirements = payment()
+    other = Client(id="merchant:2", registered=True, env=KeyEnv.TEST, capabilities=CLIENT.capabilities)
+    recorded_under_another_key(payments, payload, requirements, confirmed=True, client=other)
+    refused = payments.settle(CLIENT, payload, requirements)
+    assert refused.error_reason == Code.DUPLICATE_SETTLEMENT and refused.transaction is None
+    assert chain.sent == []
