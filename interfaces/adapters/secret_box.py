@@ -8,6 +8,8 @@ under it (sealed values carry their own timestamp, never an expiry). In the sand
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 
@@ -65,3 +67,16 @@ def _sandbox_key(path: Path) -> str:
         finally:
             temporary.unlink()
     return path.read_text().strip()
+
+
+def derived_key(config: Config, purpose: str, env: dict[str, str] | None = None) -> bytes:
+    """A key for `purpose` (an HMAC key, never an encryption key) derived from the first key of
+    `PAYWARDEN_SECRET_KEY` (the sandbox's `DATA_DIR/secret.key`); empty in production without the variable,
+    where the caller's other secret (e.g. a console session's id, which is never stored) is the only one."""
+    raw = (os.environ if env is None else env).get(ENV, "").strip()
+    keys = [k.strip() for k in raw.split(",") if k.strip()]
+    if not keys and config.sandbox:
+        keys = [_sandbox_key(config.data_dir / "secret.key")]
+    if not keys:
+        return b""
+    return hmac.new(keys[0].encode(), f"paywarden {purpose}".encode(), hashlib.sha256).digest()

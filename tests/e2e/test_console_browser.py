@@ -185,7 +185,7 @@ def test_merchant_enables_a_capability_verifies_a_domain_and_turns_discovery_off
 
     # Log out: the old cookie no longer opens a page
     cookies = page.context.cookies()
-    page.get_by_role("button", name="Log out").click()
+    page.get_by_role("button", name="Log out", exact=True).click()
     page.wait_for_url("**/login")
     again = browser.new_context()
     again.add_cookies(cookies)
