@@ -131,3 +131,25 @@ def test_the_share_follows_the_concurrency():
     assert load_settings({}).merchant_share == 2
     assert load_settings({"PAYWARDEN_WEBHOOK_CONCURRENCY": "1"}).merchant_share == 1
     assert load_settings({"PAYWARDEN_WEBHOOK_CONCURRENCY": "32"}).merchant_share == 8
+
+
+def test_the_console_answers_the_limits_with_409(gateway, receiver):
+    from tests.integration.console_helpers import ApiClient, add_owner, console_client
+
+    add_owner(gateway.container, "acme", "owner@acme.test")
+    console = console_client(gateway.container)
+    acme = ApiClient(console)
+    assert acme.login("owner@acme.test").status_code == 200
+    made = [acme.request("POST", "/webhooks", json={"url": receiver.url, "events": ["payment.approved"]})
+            for _ in range(MAX_ENDPOINTS + 1)]
+    assert [m.status_code for m in made] == [201] * MAX_ENDPOINTS + [409]
+    assert made[-1].json["error"] == "too_many_endpoints"
+    endpoint_id = made[0].json["id"]
+    assert acme.request("POST", f"/webhooks/{endpoint_id}/test").status_code == 202
+    again = acme.request("POST", f"/webhooks/{endpoint_id}/test")
+    assert again.status_code == 409 and again.json["error"] == "test_pending"
+    page = console.simulate_post(f"/webhooks/{endpoint_id}/test", body=f"csrf_token={acme.csrf}",
+                                 cookies={"pw_console_session": acme.session},
+                                 headers={"Content-Type": "application/x-www-form-urlencoded",
+                                          "Sec-Fetch-Site": "same-origin"})
+    assert page.status_code == 409 and "still waiting to be delivered" in page.text
