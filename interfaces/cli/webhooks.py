@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     if args.exit_with_parent:
         exit_with_parent(stop)
     DeliveryWorker(_container(beside_up=False), settings).run(stop)
-    return 0
+    from interfaces.cli.main import _leave
+
+    return _leave(0) if args.exit_with_parent else 0
 
 
 def create(args: argparse.Namespace) -> int:
