@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from interfaces.cli.main import main
-from interfaces.config import RUNNING_STACK, load_config
+from interfaces.config import load_config
 from tests.integration.test_config_errors import ROOT, TESTS_ONLY, bad_values, readme_variables
 
 
@@ -94,6 +94,8 @@ def test_up_names_the_one_wrong_webhook_variable(data_dir):
 
 def test_beside_a_running_up_the_cli_prints_its_proxy_and_console_addresses(data_dir, capsys):
     """What `up` records in the data directory while it runs (this process stands in for it)."""
+    from interfaces.config import RUNNING_STACK
+
     (data_dir / RUNNING_STACK).write_text(json.dumps({
         "pid": os.getpid(), "base_url": "http://127.0.0.1:18402", "proxy_url": "http://127.0.0.1:18405",
         "console_url": "http://127.0.0.1:18404", "rpc_url": "http://127.0.0.1:18899"}))
@@ -113,6 +115,8 @@ def test_beside_a_running_up_the_cli_prints_its_proxy_and_console_addresses(data
 
 
 def test_a_dead_up_leaves_no_addresses_behind(data_dir, capsys, monkeypatch):
+    from interfaces.config import RUNNING_STACK
+
     (data_dir / RUNNING_STACK).write_text(json.dumps({"pid": 2**22 + 1, "proxy_url": "http://127.0.0.1:18405",
                                                       "console_url": "http://127.0.0.1:18404"}))
     assert main(["merchant", "create", "acme", "--email", "owner@acme.test"]) == 0
