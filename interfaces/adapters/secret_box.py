@@ -18,6 +18,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from interfaces.config import Config, ConfigError
 
 ENV = "PAYWARDEN_SECRET_KEY"
+CONSOLE_CSRF = "the console's CSRF tokens"  # the purpose of the key the console's CSRF tokens are derived with
 
 
 class SecretBox:
@@ -71,12 +72,12 @@ def _sandbox_key(path: Path) -> str:
 
 def derived_key(config: Config, purpose: str, env: dict[str, str] | None = None) -> bytes:
     """A key for `purpose` (an HMAC key, never an encryption key) derived from the first key of
-    `PAYWARDEN_SECRET_KEY` (the sandbox's `DATA_DIR/secret.key`); empty in production without the variable,
-    where the caller's other secret (e.g. a console session's id, which is never stored) is the only one."""
+    `PAYWARDEN_SECRET_KEY` (the sandbox's `DATA_DIR/secret.key`); in production the variable is required."""
     raw = (os.environ if env is None else env).get(ENV, "").strip()
     keys = [k.strip() for k in raw.split(",") if k.strip()]
     if not keys and config.sandbox:
         keys = [_sandbox_key(config.data_dir / "secret.key")]
     if not keys:
-        return b""
+        raise ConfigError(f"{ENV} is required in production for {purpose} "
+                          "(python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key())')")
     return hmac.new(keys[0].encode(), f"paywarden {purpose}".encode(), hashlib.sha256).digest()

@@ -51,6 +51,10 @@ def serve(args: argparse.Namespace) -> int:
 
     preflight(config)  # an unreachable database or Redis stops here, with exit status 2
     _check_webhook_settings(config)
+    if args.console_bind:
+        from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
+
+        derived_key(config, CONSOLE_CSRF)  # production: PAYWARDEN_SECRET_KEY, before anything starts
     _check_bind(args.bind, "the API", "--bind")
     if args.proxy_bind:
         _check_bind(args.proxy_bind, "the proxy", "--proxy-bind")

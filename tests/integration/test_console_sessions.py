@@ -5,6 +5,7 @@ PostgreSQL + Redis."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import stat
 
@@ -154,3 +155,36 @@ def test_production_names_the_cookie_with_the_host_prefix(gateway):
     assert cookie.secure and cookie.path == "/" and cookie.domain is None and cookie.http_only
     assert console.simulate_get("/api/v1/me", cookies={"__Host-" + COOKIE: cookie.value}).status_code == 200
     assert console.simulate_get("/api/v1/me", cookies={COOKIE: cookie.value}).status_code == 401
+
+
+def test_production_requires_the_server_key_the_tokens_are_derived_with(tmp_path, monkeypatch, capsys):
+    from cryptography.fernet import Fernet
+    from solders.keypair import Keypair
+
+    from interfaces.cli.main import main
+    from interfaces.config import load_config
+
+    keypair = tmp_path / "fee.json"
+    keypair.write_text(str(list(bytes(Keypair()))))
+    for name in ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_SECRET_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAYWARDEN_MODE", "production")
+    monkeypatch.setenv("PAYWARDEN_FEE_PAYER_KEYPAIRS", str(keypair))
+    monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path / "data"))
+
+    def started(*_args, **_kwargs):
+        raise AssertionError("serve started without PAYWARDEN_SECRET_KEY")
+
+    monkeypatch.setattr("interfaces.runtime.supervisor.supervise", started)
+    monkeypatch.setattr(os, "execvp", started)
+    assert main(["serve", "--console-bind", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paywarden: PAYWARDEN_SECRET_KEY is required in production for the console's CSRF")
+    from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
+
+    one, two = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    config = load_config()
+    assert derived_key(config, CONSOLE_CSRF, {"PAYWARDEN_SECRET_KEY": f"{one},{two}"}) == \
+        derived_key(config, CONSOLE_CSRF, {"PAYWARDEN_SECRET_KEY": one})  # the first key derives
+    assert derived_key(config, CONSOLE_CSRF, {"PAYWARDEN_SECRET_KEY": two}) != \
+        derived_key(config, CONSOLE_CSRF, {"PAYWARDEN_SECRET_KEY": one})

@@ -61,7 +61,7 @@ def mount(app: falcon.App, resources: Iterable[Any], *args: Any) -> None:
 
 def from_container(container: Any, *, api_url: str = "") -> Collaborators:
     from interfaces.adapters.passwords import Argon2Hasher
-    from interfaces.adapters.secret_box import derived_key
+    from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
     from interfaces.container import sqlite_dir
 
     config = container.config
@@ -76,7 +76,7 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
         login = console.get_login(email)
         return login.password_hash if login is not None else None
 
-    sessions = Sessions(store, derived_key(config, "console csrf"), password_hash_of=password_hash_of)
+    sessions = Sessions(store, derived_key(config, CONSOLE_CSRF), password_hash_of=password_hash_of)
     return Collaborators(
         merchants=container.merchants, console=container.console, sessions=sessions,
         throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=hasher.verify,
