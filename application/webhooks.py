@@ -20,6 +20,8 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from application.ports import Resolver, ResolvesNothing
 from domain.webhook import SECRET_BYTES, WebhookEndpoint, WebhookError, check_addresses, format_secret
 
+MAX_ENDPOINTS = 10  # live (not deleted) endpoints per merchant
+PENDING_TESTS_PER_ENDPOINT = 1  # webhook.test events waiting to be delivered to one endpoint
 ROTATION_OVERLAP = timedelta(hours=24)  # the previous secret keeps signing this long after a rotation
 SECRET_LENGTH = 32  # bytes of randomness in a new secret (the rules allow 24-64)
 
@@ -30,6 +32,12 @@ class SecretCipher(Protocol):
     def seal(self, plaintext: str) -> str: ...
 
     def open(self, sealed: str) -> str: ...
+
+
+class EndpointCount(Protocol):
+    """How many live endpoints a merchant has (the webhooks read model, brought up to date by the caller)."""
+
+    def count_endpoints(self, merchant: str) -> int: ...
 
 
 class WebhookNotFoundError(WebhookError):
@@ -58,15 +66,20 @@ class NoCipher:
 class Webhooks(Application[UUID]):
     def __init__(self, env: Mapping[str, str] | None = None, *, cipher: SecretCipher | None = None,
                  resolver: Resolver | None = None, production: bool = False,
-                 overlap: timedelta = ROTATION_OVERLAP) -> None:
+                 overlap: timedelta = ROTATION_OVERLAP, endpoints: EndpointCount | None = None) -> None:
         """`Webhooks(env)` alone (as eventsourcing's runners build it) reads its log and can add no endpoint."""
         super().__init__(env)
         self._cipher: SecretCipher = cipher or NoCipher()
         self.resolver: Resolver = resolver or ResolvesNothing()
         self._production, self._overlap = production, overlap
+        self._endpoints = endpoints
 
     def create(self, merchant: str, url: str, events: list[str]) -> tuple[WebhookEndpoint, str]:
-        """A new endpoint and its secret (the only time the secret is shown)."""
+        """A new endpoint and its secret (the only time the secret is shown). A merchant has at most
+        `MAX_ENDPOINTS`: each one's deliveries take a share of the delivery worker."""
+        if self._endpoints is not None and self._endpoints.count_endpoints(merchant) >= MAX_ENDPOINTS:
+            raise WebhookError("too_many_endpoints", f"a merchant has at most {MAX_ENDPOINTS} webhook endpoints; "
+                                                     "delete one first")
         secret = generate_secret()
         endpoint = WebhookEndpoint.create(merchant, url, events, self._cipher.seal(secret),
                                           production=self._production)
@@ -101,6 +114,13 @@ class Webhooks(Application[UUID]):
         endpoint = self.get_endpoint(endpoint_id, merchant)
         endpoint.delete()
         self.save(endpoint)
+
+    @staticmethod
+    def check_test(pending_tests: int) -> None:
+        """A `webhook.test` may be queued while the endpoint has fewer than `PENDING_TESTS_PER_ENDPOINT` waiting."""
+        if pending_tests >= PENDING_TESTS_PER_ENDPOINT:
+            raise WebhookError("test_pending", "a test event to this endpoint is still waiting to be delivered; "
+                                               "see its deliveries")
 
     def disable(self, endpoint_id: str, reason: str) -> bool:
         """The delivery worker's command (a 410 answer); False when it was already disabled or deleted."""

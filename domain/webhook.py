@@ -41,7 +41,8 @@ MAX_RETRY_AFTER = 86400.0
 
 # The input each refusal is about, for forms and API answers that name the field at fault.
 FIELDS = {"invalid_url": "url", "https_required": "url", "private_address": "url", "unresolvable": "url",
-          "invalid_events": "events"}
+          "invalid_events": "events", "too_many_endpoints": "url"}
+LIMIT_CODES = frozenset({"too_many_endpoints", "test_pending"})  # refusals of a merchant's share: 409
 
 
 class WebhookError(DomainError):

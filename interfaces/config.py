@@ -213,13 +213,15 @@ def _audit_origin(env: Mapping[str, str], name: str, default: str) -> str:
     return raw
 
 
-def load_config(env: Mapping[str, str] | None = None) -> Config:
+def load_config(env: Mapping[str, str] | None = None, *, require: bool = True) -> Config:
+    """The configuration; every value checked. `require=False` skips only the check that production names its
+    fee payers (for commands that need none)."""
     env = os.environ if env is None else env
     mode = env.get("PAYWARDEN_MODE", "sandbox").strip() or "sandbox"
     if mode not in ("sandbox", "production"):
         raise ConfigError(f"PAYWARDEN_MODE must be sandbox or production, got {mode!r}")
     keypairs = _keypair_paths(env, "PAYWARDEN_FEE_PAYER_KEYPAIRS")
-    if mode == "production" and not keypairs and not env.get("PAYWARDEN_FEE_PAYER_KEYS", "").strip():
+    if require and mode == "production" and not keypairs and not env.get("PAYWARDEN_FEE_PAYER_KEYS", "").strip():
         raise ConfigError("PAYWARDEN_FEE_PAYER_KEYPAIRS (or PAYWARDEN_FEE_PAYER_KEYS) is required in production")
     budget = _int(env, "PAYWARDEN_CONFIRMATION_BUDGET_MS", 15_000, minimum=0) / 1000
     return Config(
@@ -302,3 +304,55 @@ def _nameservers(env: Mapping[str, str], name: str) -> tuple[str, ...]:
         if port and not (port.isdigit() and 0 < int(port) < 65536):
             raise ConfigError(f"{name} has a bad port in {server!r}")
     return servers
+
+
+# -- a running `paywarden up` -------------------------------------------------------------------------------------
+
+RUNNING_STACK = "up.json"  # in the data directory, while `paywarden up` runs: the addresses it serves
+
+
+def record_running_stack(config: Config, addresses: Mapping[str, str]) -> Path:
+    """`paywarden up` writes the addresses it serves (and its pid), so a CLI beside it prints what it serves."""
+    path = config.data_dir / RUNNING_STACK
+    temporary = path.with_name(f".{RUNNING_STACK}.{os.getpid()}")
+    temporary.write_text(json.dumps({"pid": os.getpid(), **addresses}))
+    temporary.replace(path)
+    return path
+
+
+def forget_running_stack(config: Config) -> None:
+    path = config.data_dir / RUNNING_STACK
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def running_stack(config: Config) -> dict[str, str]:
+    """What a `paywarden up` running on this host over this data directory serves; empty when none runs (its file
+    is left by an `up` that was killed: its pid is gone)."""
+    try:
+        found = json.loads((config.data_dir / RUNNING_STACK).read_text())
+        os.kill(int(found["pid"]), 0)
+    except PermissionError:
+        pass  # alive, another user's
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(v, str)}
+
+
+def beside_running_stack(config: Config) -> Config:
+    """The configuration of a command run beside `paywarden up` (sandbox mode): the proxy's and console's
+    addresses and the sandbox chain's RPC that `up` serves, wherever PAYWARDEN_PROXY_URL, PAYWARDEN_CONSOLE_URL and
+    PAYWARDEN_DEVNET_RPC_URL do not say otherwise."""
+    if not config.sandbox:
+        return config
+    stack = running_stack(config)
+    if not stack:
+        return config
+    from dataclasses import replace
+
+    return replace(config, proxy_url=config.proxy_url or stack.get("proxy_url", ""),
+                   console_url=config.console_url or stack.get("console_url", ""),
+                   devnet_rpc_url=config.devnet_rpc_url or stack.get("rpc_url", ""))

@@ -273,9 +273,10 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Webhooks, WebhooksView]:
+    view = build_view(config, "webhooks_outbox", SqliteWebhooksView)
     webhooks = Webhooks(store_env(config, "webhooks"), cipher=build_secret_box(config), resolver=resolver,
-                        production=not config.sandbox)
-    return webhooks, build_view(config, "webhooks_outbox", SqliteWebhooksView)
+                        production=not config.sandbox, endpoints=view)
+    return webhooks, view
 
 
 def build_secrets(config: Config) -> BoxedSecrets:

@@ -114,19 +114,40 @@ class WebhooksView(SqlView):
 
     # -- the delivery worker -----------------------------------------------------------------------------------
 
-    def claim(self, now: float, lease_seconds: float, limit: int, exclude: list[str] | None = None) -> list[Claimed]:
+    def claim(self, now: float, lease_seconds: float, limit: int, exclude: list[str] | None = None,
+              per_merchant: int | None = None) -> list[Claimed]:
         """Lease up to `limit` due deliveries of enabled endpoints (not those in `exclude`); nobody else sends them
-        until the lease ends. Returned oldest event first."""
+        until the lease ends. Returned oldest event first.
+
+        With `per_merchant`, a merchant holds at most that many leased deliveries at once (its leases of every
+        worker counted), and the merchants take turns: each one's oldest due delivery comes before anyone's
+        second, so one merchant's backlog of slow receivers never fills the senders."""
         token, exclude = uuid.uuid4().hex, exclude or []
         skip = f"AND d.endpoint_id NOT IN ({', '.join('?' for _ in exclude)}) " if exclude else ""
+        due = ("FROM webhook_deliveries d JOIN webhook_endpoints e ON e.endpoint_id = d.endpoint_id "
+               "WHERE d.status = ? AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?) "
+               f"AND e.enabled = ? {skip}")
+        due_args: tuple[Any, ...] = (PENDING, now, now, True, *exclude)
+        if per_merchant is None:
+            chosen = f"SELECT d.msg_id, d.endpoint_id {due}ORDER BY d.next_attempt_at, d.created_at LIMIT ?"
+            chosen_args: tuple[Any, ...] = (*due_args, limit)
+        else:
+            chosen = (
+                "SELECT r.msg_id, r.endpoint_id FROM (SELECT d.msg_id, d.endpoint_id, d.next_attempt_at, "
+                "d.created_at, e.merchant_id, ROW_NUMBER() OVER (PARTITION BY e.merchant_id "
+                f"ORDER BY d.next_attempt_at, d.created_at, d.msg_id) AS turn {due}) r "
+                "LEFT JOIN (SELECT be.merchant_id, COUNT(*) AS n FROM webhook_deliveries b JOIN webhook_endpoints be "
+                "ON be.endpoint_id = b.endpoint_id WHERE b.status = ? AND b.lease_until >= ? "
+                "GROUP BY be.merchant_id) busy ON busy.merchant_id = r.merchant_id "
+                "WHERE r.turn + COALESCE(busy.n, 0) <= ? ORDER BY r.turn, r.next_attempt_at, r.created_at LIMIT ?")
+            chosen_args = (*due_args, PENDING, now, per_merchant, limit)
         with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql(
                 "UPDATE webhook_deliveries SET lease_until = ?, lease_token = ? WHERE (msg_id, endpoint_id) IN ("
-                "SELECT d.msg_id, d.endpoint_id FROM webhook_deliveries d JOIN webhook_endpoints e "
-                "ON e.endpoint_id = d.endpoint_id WHERE d.status = ? AND d.next_attempt_at <= ? "
-                f"AND (d.lease_until IS NULL OR d.lease_until < ?) AND e.enabled = ? {skip}"
-                f"ORDER BY d.next_attempt_at, d.created_at LIMIT ?{self.skip_locked}) RETURNING msg_id, endpoint_id"),
-                (now + lease_seconds, token, PENDING, now, now, True, *exclude, limit))
+                f"SELECT d.msg_id, d.endpoint_id FROM webhook_deliveries d WHERE (d.msg_id, d.endpoint_id) IN ("
+                f"{chosen}) AND (d.lease_until IS NULL OR d.lease_until < ?){self.skip_locked}) "
+                "RETURNING msg_id, endpoint_id"),
+                (now + lease_seconds, token, *chosen_args, now))
             keys = [tuple(values(r)) for r in c.fetchall()]
         claimed: list[tuple[float, Claimed]] = []
         for msg_id, endpoint_id in keys:
@@ -194,6 +215,15 @@ class WebhooksView(SqlView):
         rows = self.rows("SELECT endpoint_id, merchant, url, events, enabled, disabled_reason, created_at "
                          "FROM webhook_endpoints WHERE endpoint_id = ? AND deleted = ?", (endpoint_id, False))
         return _endpoint(rows[0]) if rows else None
+
+    def count_endpoints(self, merchant: str) -> int:
+        return int(self.rows("SELECT COUNT(*) FROM webhook_endpoints WHERE merchant = ? AND deleted = ?",
+                             (merchant, False))[0][0])
+
+    def pending_tests(self, endpoint_id: str) -> int:
+        return int(self.rows("SELECT COUNT(*) FROM webhook_deliveries d JOIN webhook_messages m ON m.msg_id = d.msg_id "
+                             "WHERE d.endpoint_id = ? AND d.status = ? AND m.type = ?",
+                             (endpoint_id, PENDING, "webhook.test"))[0][0])
 
     def list_endpoints(self, merchant: str) -> list[Endpoint]:
         rows = self.rows("SELECT endpoint_id, merchant, url, events, enabled, disabled_reason, created_at "

@@ -8,6 +8,8 @@ under it (sealed values carry their own timestamp, never an expiry). In the sand
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from interfaces.config import Config, ConfigError
 
 ENV = "PAYWARDEN_SECRET_KEY"
+CONSOLE_CSRF = "the console's CSRF tokens"  # the purpose of the key the console's CSRF tokens are derived with
 
 
 class SecretBox:
@@ -65,3 +68,16 @@ def _sandbox_key(path: Path) -> str:
         finally:
             temporary.unlink()
     return path.read_text().strip()
+
+
+def derived_key(config: Config, purpose: str, env: dict[str, str] | None = None) -> bytes:
+    """A key for `purpose` (an HMAC key, never an encryption key) derived from the first key of
+    `PAYWARDEN_SECRET_KEY` (the sandbox's `DATA_DIR/secret.key`); in production the variable is required."""
+    raw = (os.environ if env is None else env).get(ENV, "").strip()
+    keys = [k.strip() for k in raw.split(",") if k.strip()]
+    if not keys and config.sandbox:
+        keys = [_sandbox_key(config.data_dir / "secret.key")]
+    if not keys:
+        raise ConfigError(f"{ENV} is required in production for {purpose} "
+                          "(python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key())')")
+    return hmac.new(keys[0].encode(), f"paywarden {purpose}".encode(), hashlib.sha256).digest()

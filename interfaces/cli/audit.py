@@ -146,6 +146,10 @@ def verify(args: argparse.Namespace) -> int:
         finally:
             audit.close()
     else:
+        if not Path(args.directory).is_dir():
+            print(f"paywarden: no export directory at {args.directory} (write one with `paywarden audit export "
+                  "--out DIR`)", file=sys.stderr)
+            return 2
         report = verify_export(Path(args.directory), kept, args.payment)
     for note in report.notes:
         print(note)
@@ -190,9 +194,9 @@ def chain(args: argparse.Namespace) -> int:
     from domain.networks import DEVNET, MAINNET
     from interfaces.audit.chain import JsonRpc, RpcUnavailable, check
     from interfaces.audit.stores import reader
-    from interfaces.config import ConfigError, load_config
+    from interfaces.config import ConfigError, beside_running_stack, load_config
 
-    config = load_config()
+    config = beside_running_stack(load_config())  # beside `paywarden up`: the localnet it serves
     urls = {DEVNET.caip2: config.devnet_rpc_url, MAINNET.caip2: config.mainnet_rpc_url}
     for given in args.rpc_url:
         network, sep, url = given.partition("=")
@@ -239,6 +243,8 @@ def _guarded(command: Any) -> Any:
 
         try:
             return int(command(args))
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() ends quietly
         except (NoteError, EntryError, OSError) as refused:
             print(f"paywarden: {refused}", file=sys.stderr)
             return 2

@@ -13,15 +13,18 @@ from importlib import import_module
 from domain.merchant import MerchantError
 from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
-from interfaces.config import Config, ConfigError, default_data_dir, load_config
+from interfaces.config import Config, ConfigError, beside_running_stack, default_data_dir, load_config
 from interfaces.runtime.supervisor import exit_with_parent, supervise
 
 
-def _container():
+def _container(*, beside_up: bool = True):
+    """The container of a command. `beside_up`: a command a person runs beside `paywarden up` prints the proxy's
+    and console's addresses and uses the chain that `up` serves (interfaces.config.beside_running_stack); the
+    workers `serve` starts (`project`, `webhooks`) take their configuration as given."""
     from interfaces.container import build
     from interfaces.runtime.probes import startup_error
 
-    config = load_config()
+    config = beside_running_stack(load_config()) if beside_up else load_config()
     try:
         return build(config)
     except Exception as failure:  # an unreachable database or Redis: a message naming the variable, no traceback
@@ -71,6 +74,10 @@ def serve(args: argparse.Namespace) -> int:
 
     preflight(config)  # an unreachable database or Redis stops here, with exit status 2
     _check_webhook_settings(config)
+    if args.console_bind:
+        from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
+
+        derived_key(config, CONSOLE_CSRF)  # production: PAYWARDEN_SECRET_KEY, before anything starts
     _check_bind(args.bind, "the API", "--bind")
     if args.proxy_bind:
         _check_bind(args.proxy_bind, "the proxy", "--proxy-bind")
@@ -97,12 +104,17 @@ def serve(args: argparse.Namespace) -> int:
     if args.no_projections and not proxy:  # the operator runs `paywarden project` on its own
         os.execvp(sys.executable, argv)
     if args.no_projections:
-        return supervise(argv, None, also=proxy)
-    return supervise(argv, [sys.executable, "-m", "interfaces.cli.entry", "interfaces.cli.main", "project",
-                            "--exit-with-parent"],
-                     [sys.executable, "-m", "interfaces.cli.entry", "interfaces.cli.main", "webhooks",
-                      "--exit-with-parent"],
-                     also=proxy)
+        code = supervise(argv, None, also=proxy)
+    else:
+        code = supervise(argv, [sys.executable, "-m", "interfaces.cli.entry", "interfaces.cli.main", "project",
+                                "--exit-with-parent"],
+                         [sys.executable, "-m", "interfaces.cli.entry", "interfaces.cli.main", "webhooks",
+                          "--exit-with-parent"],
+                         also=proxy)
+    # Every child has exited and been reaped: skip the interpreter's teardown, as `up` does (a stop within 2 s).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _check_webhook_settings(config) -> None:
@@ -137,10 +149,19 @@ def project(args: argparse.Namespace) -> int:
     if args.exit_with_parent:
         exit_with_parent(stop)
     try:
-        workers.run(_container(), args.names, stop)
+        workers.run(_container(beside_up=False), args.names, stop)
     except ValueError as unavailable:  # an unknown read model, or one this configuration has not
         raise ConfigError(str(unavailable)) from None
-    return 0
+    return _leave(0) if args.exit_with_parent else 0
+
+
+def _leave(code: int) -> int:
+    """A worker `serve` started, whose loop has ended (every batch committed or rolled back): leave without the
+    interpreter's teardown, which under load took most of a second of `up`'s 2 s to stop."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def up(args: argparse.Namespace) -> int:
@@ -318,10 +339,39 @@ def _note_store_in_help(commands: argparse._SubParsersAction, skip: set[str]) ->
                 _note_store_in_help(action, skip=set())
 
 
+def check_environment() -> None:
+    """Every variable of README.md's table, read and checked before any command does anything: one bad value stops
+    every command with one line naming it (exit 2). What is *required* (production's fee payers, the secret key)
+    is asked for only by the commands that need it."""
+    from interfaces.adapters.secret_box import ENV as SECRET_KEY
+    from interfaces.adapters.secret_box import SecretBox
+    from interfaces.runtime.webhook_worker import load_settings
+
+    load_config(require=False)
+    load_settings()
+    SecretBox([k.strip() for k in os.environ.get(SECRET_KEY, "").split(",") if k.strip()])
+
+
+def _quiet_stdout() -> None:
+    """The reader of our output went away (`paywarden … | head`): later writes, and the interpreter's final flush,
+    go nowhere instead of raising again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
-        return args.func(args)
+        check_environment()
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
+        return code
+    except BrokenPipeError:  # as Unix tools do: output to a closed pipe ends quietly, with status 0
+        _quiet_stdout()
+        return 0
     except (ConfigError, WebhookError, ProxyServiceError) as refused:
         print(f"paywarden: {refused}", file=sys.stderr)
         return 2

@@ -14,10 +14,14 @@ from typing import Any
 from interfaces.http.console.representation import route_json, service_json
 
 
-def _container() -> Any:
+def _container(args: argparse.Namespace | None = None) -> Any:
+    """The container; with `args` naming a merchant, that merchant must exist (exit 2 otherwise, as everywhere)."""
     from interfaces.cli.main import _container as build
 
-    return build()
+    c = build()
+    if args is not None and getattr(args, "merchant", None):
+        c.merchants.get_merchant(args.merchant)  # MerchantNotFoundError: "no merchant named …"
+    return c
 
 
 def _print(value: Any) -> None:
@@ -32,7 +36,7 @@ def _secret_from_stdin(header: str) -> tuple[str, str]:
 
 
 def service_create(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     auth = _secret_from_stdin(args.upstream_auth) if args.upstream_auth else None
     service = c.proxies.create_service(args.merchant, args.name, args.domain, args.subdomain or "",
                                        args.path_suffix or "", args.port, upstream_auth=auth, slug=args.slug)
@@ -41,19 +45,19 @@ def service_create(args: argparse.Namespace) -> int:
 
 
 def service_list(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     _print([service_json(s, c.config.proxy_url) for s in c.proxies.list_services(args.merchant)])
     return 0
 
 
 def service_show(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     _print(service_json(c.proxies.get_service(args.merchant, args.id), c.config.proxy_url))
     return 0
 
 
 def service_update(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     proxies, merchant, sid = c.proxies, args.merchant, args.id
     if args.name is not None:
         proxies.rename(merchant, sid, args.name)
@@ -79,14 +83,14 @@ def service_update(args: argparse.Namespace) -> int:
 
 
 def service_delete(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     c.proxies.delete_service(args.merchant, args.id)
     print(f"service {args.id} deleted", file=sys.stderr)
     return 0
 
 
 def route_add(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     terms: dict[str, Any] = {"settle": args.settle, "max_timeout_seconds": args.max_timeout_seconds}
     if args.description:
         terms["description"] = args.description
@@ -102,13 +106,13 @@ def route_add(args: argparse.Namespace) -> int:
 
 
 def route_list(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     _print([route_json(r) for r in c.proxies.get_service(args.merchant, args.service).routes.values()])
     return 0
 
 
 def route_delete(args: argparse.Namespace) -> int:
-    c = _container()
+    c = _container(args)
     c.proxies.remove_route(args.merchant, args.service, args.route_id)
     print(f"route {args.route_id} deleted", file=sys.stderr)
     return 0

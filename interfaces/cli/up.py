@@ -36,7 +36,14 @@ from domain.merchant import key_hash
 from domain.networks import DEVNET, KeyEnv
 from domain.proxy_service import SANDBOX_MERCHANT
 from interfaces.adapters.signers import sandbox_keypair
-from interfaces.config import Config, ConfigError, load_config, without_password
+from interfaces.config import (
+    Config,
+    ConfigError,
+    forget_running_stack,
+    load_config,
+    record_running_stack,
+    without_password,
+)
 
 PAYER_USDC, PAYER_SOL = 100_000_000, 1_000_000_000
 FEE_PAYER_SOL = 10_000_000_000
@@ -95,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for sig in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
             signal.signal(sig, signal.SIG_IGN)
-        _stop_children(children)
+        forget_running_stack(config)
+        _stop_children(children, _Signals.received)
         for server in servers:
             server.shutdown()
         for sig, handler in previous.items():
@@ -147,6 +155,9 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
     if args.demo:
         info["demo_url"] = _demo(args, base_url, api_key, pay_to, servers) + "/weather"
         info["demo_proxy_url"] = _demo_proxy(config, args, proxy_url, pay_to, servers, children[0])
+    record_running_stack(config, {"base_url": base_url, "proxy_url": proxy_url,
+                                  "console_url": f"http://{args.host}:{args.console_port}",
+                                  "rpc_url": rpc_url})  # the CLI beside us prints what we serve
     _announce(info, args.json)
     while _Signals.received is None:
         if any(child.poll() is not None for child in children):
@@ -442,9 +453,9 @@ def _reap() -> None:
             return
 
 
-def _stop_children(children: list[subprocess.Popen]) -> None:
+def _stop_children(children: list[subprocess.Popen], received: int | None = None) -> None:
     """SIGINT to each child (it stops its own children); SIGKILL to what is left of its process group after
-    STOP_SECONDS; reap everything."""
+    STOP_SECONDS; reap everything. `received`: the signal that stopped `up`, for the message."""
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGINT)
@@ -455,8 +466,9 @@ def _stop_children(children: list[subprocess.Popen]) -> None:
             _reap()
             time.sleep(0.05)
         if _group_alive(child.pid):
-            print(f"paywarden up: the API had not exited {STOP_SECONDS:g} s after SIGINT; stopped it with SIGKILL",
-                  file=sys.stderr)
+            why = f"on {signal.Signals(received).name}" if received else "after the API exited"
+            print(f"paywarden up: stopping {why}: the API had not exited {STOP_SECONDS:g} s after it was asked to "
+                  "(SIGINT, its quick stop); stopped it with SIGKILL", file=sys.stderr)
             os.killpg(child.pid, signal.SIGKILL)
         try:
             child.wait(timeout=5)

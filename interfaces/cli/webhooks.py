@@ -14,11 +14,15 @@ from interfaces.config import ConfigError
 from interfaces.runtime.supervisor import exit_with_parent
 
 
-def _service() -> Any:
+def _service(args: argparse.Namespace | None = None) -> Any:
+    """The webhook commands; with `args` naming a merchant, that merchant must exist (exit 2 otherwise)."""
     from interfaces.cli.main import _container
     from interfaces.runtime.webhook_service import WebhookService
 
-    return WebhookService(_container())
+    c = _container()
+    if args is not None and getattr(args, "merchant", None):
+        c.merchants.get_merchant(args.merchant)  # MerchantNotFoundError: "no merchant named …"
+    return WebhookService(c)
 
 
 def _print(args: argparse.Namespace, value: Any, line: str) -> None:
@@ -40,12 +44,14 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda *_: stop.set())
     if args.exit_with_parent:
         exit_with_parent(stop)
-    DeliveryWorker(_container(), settings).run(stop)
-    return 0
+    DeliveryWorker(_container(beside_up=False), settings).run(stop)
+    from interfaces.cli.main import _leave
+
+    return _leave(0) if args.exit_with_parent else 0
 
 
 def create(args: argparse.Namespace) -> int:
-    created = _service().create(args.merchant, args.url, _events(args.events))
+    created = _service(args).create(args.merchant, args.url, _events(args.events))
     _print(args, created, f"webhook endpoint {created['id']} created for {args.merchant}: {created['url']}\n"
                           f"{created['secret']}")
     if not args.json:
@@ -54,7 +60,7 @@ def create(args: argparse.Namespace) -> int:
 
 
 def list_(args: argparse.Namespace) -> int:
-    endpoints = _service().list(args.merchant)
+    endpoints = _service(args).list(args.merchant)
     lines = [f"{e['id']}  {'enabled ' if e['enabled'] else 'disabled'}  {e['url']}  {','.join(e['events'])}"
              + (f"  ({e['disabledReason']})" if e["disabledReason"] else "") for e in endpoints]
     _print(args, endpoints, "\n".join(lines) or f"{args.merchant} has no webhook endpoints")
@@ -64,20 +70,20 @@ def list_(args: argparse.Namespace) -> int:
 def update(args: argparse.Namespace) -> int:
     enabled = True if args.enable else False if args.disable else None
     events = _events(args.events) if args.events is not None else None
-    endpoint = _service().update(args.merchant, args.id, url=args.url, events=events, enabled=enabled)
+    endpoint = _service(args).update(args.merchant, args.id, url=args.url, events=events, enabled=enabled)
     _print(args, endpoint, f"webhook endpoint {endpoint['id']}: {'enabled' if endpoint['enabled'] else 'disabled'}"
                            f", {endpoint['url']}, {','.join(endpoint['events'])}")
     return 0
 
 
 def delete(args: argparse.Namespace) -> int:
-    _service().delete(args.merchant, args.id)
+    _service(args).delete(args.merchant, args.id)
     print(f"webhook endpoint {args.id} deleted")
     return 0
 
 
 def rotate(args: argparse.Namespace) -> int:
-    rotated = _service().rotate(args.merchant, args.id)
+    rotated = _service(args).rotate(args.merchant, args.id)
     _print(args, rotated, rotated["secret"])
     if not args.json:
         print("the new secret is shown once; the previous one keeps signing for 24 hours", file=sys.stderr)
@@ -85,13 +91,13 @@ def rotate(args: argparse.Namespace) -> int:
 
 
 def test(args: argparse.Namespace) -> int:
-    queued = _service().test(args.merchant, args.id)
+    queued = _service(args).test(args.merchant, args.id)
     _print(args, queued, f"webhook.test {queued['id']} queued for {args.id}")
     return 0
 
 
 def deliveries(args: argparse.Namespace) -> int:
-    found = _service().deliveries(args.merchant, args.id, args.limit)
+    found = _service(args).deliveries(args.merchant, args.id, args.limit)
     lines = []
     for d in found:
         tried = ", ".join(f"{a['status'] or a['error'][:40]}" for a in d["attempts"]) or "not yet"
@@ -101,13 +107,13 @@ def deliveries(args: argparse.Namespace) -> int:
 
 
 def resend(args: argparse.Namespace) -> int:
-    _print(args, _service().resend(args.merchant, args.id, args.message), f"{args.message} will be sent again now")
+    _print(args, _service(args).resend(args.merchant, args.id, args.message), f"{args.message} will be sent again now")
     return 0
 
 
 def replay(args: argparse.Namespace) -> int:
     since = _parse_time(args.since)
-    replayed = _service().replay(args.merchant, args.id, since)
+    replayed = _service(args).replay(args.merchant, args.id, since)
     _print(args, replayed, f"{replayed['replayed']} failed deliveries since {args.since} will be sent again")
     return 0
 

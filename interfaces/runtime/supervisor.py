@@ -56,14 +56,23 @@ def _start(argv: Sequence[str], niceness: int = 0) -> subprocess.Popen:
 
 
 def _stop(child: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
-    if child.poll() is None:
-        child.send_signal(sig)
+    return _stop_all([child], sig)[0]
+
+
+def _stop_all(children: Sequence[subprocess.Popen], sig: int = signal.SIGTERM) -> list[int]:
+    """Signal every child at once, then wait for each (SIGKILL after STOP_SECONDS): they stop side by side, so
+    stopping takes as long as the slowest, not the sum."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(sig)
+    deadline = time.monotonic() + STOP_SECONDS
+    for child in children:
         try:
-            child.wait(STOP_SECONDS)
+            child.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-    return child.returncode
+    return [child.returncode for child in children]
 
 
 class _Worker:
@@ -117,18 +126,15 @@ def supervise(server_argv: Sequence[str], worker_argv: Sequence[str] | None, *mo
                         other.send_signal(sig)
                 if sig != signal.SIGHUP:
                     stopping = True
-                    for worker in workers:
-                        _stop(worker.child)
+                    _stop_all([worker.child for worker in workers])
             if not stopping:
                 for worker in workers:
                     worker.watch()
             wake.wait(0.05 if stopping else poll_seconds)
             wake.clear()
     finally:
-        for worker in workers:
-            _stop(worker.child)
-        for other in others:
-            _stop(other)
+        _stop_all([worker.child for worker in workers])
+        _stop_all(others)
         if server.poll() is None:
             _stop(server)
         for sig, handler in previous.items():

@@ -19,6 +19,7 @@ class WebhookService:
     def create(self, merchant: str, url: str, events: list[str]) -> dict[str, Any]:
         """The new endpoint with its secret: the only answer that ever carries it."""
         self._c.merchants.get_merchant(merchant)  # MerchantNotFoundError for an unknown merchant
+        self._c.refresh_webhooks()  # the endpoint cap counts every endpoint made so far, by any process
         endpoint, secret = self._c.webhooks.create(merchant, url, events)
         self._c.refresh_webhooks()
         return {"id": str(endpoint.id), "url": endpoint.url, "events": endpoint.events, "enabled": True,
@@ -51,6 +52,7 @@ class WebhookService:
         """Queue a `webhook.test` message to the endpoint; the worker sends it like any other."""
         self._c.refresh_webhooks()
         endpoint, now = self._endpoint(merchant, endpoint_id), time.time()
+        self._c.webhooks.check_test(self._c.webhooks_view.pending_tests(endpoint.id))
         msg_id, body = ping_message(endpoint, now)
         self._c.webhooks_view.enqueue_test(endpoint, body, msg_id, now)
         return {"id": msg_id, "type": "webhook.test", "status": "pending"}

@@ -51,26 +51,51 @@ class DeliverySettings:
     lease_seconds: float = 150.0
     concurrency: int = 8
     poll_seconds: float = 0.5
+    # Leased deliveries one merchant may hold at once (every worker's counted): a merchant whose receivers are
+    # slow or down occupies at most this many senders, whatever its backlog.
+    merchant_share: int = 2
     ca_file: str | None = None  # extra CA bundle for receivers' certificates (a private CA, the tests' trustme)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> DeliverySettings:
+    """The PAYWARDEN_WEBHOOK_* settings; a bad one is a ConfigError naming that variable alone."""
     env = os.environ if env is None else env
+
+    def number(name: str, default: float, kind: type = float) -> Any:
+        raw = env.get(name, "").strip()
+        if not raw:
+            return default
+        try:
+            return kind(raw)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number of seconds"
+            raise ConfigError(f"{name} must be {what}, got {raw!r}") from None
+
+    raw = env.get("PAYWARDEN_WEBHOOK_SCHEDULE", "").strip()
     try:
-        raw = env.get("PAYWARDEN_WEBHOOK_SCHEDULE", "").strip()
         schedule = tuple(float(s) for s in raw.split(",")) if raw else RETRY_SCHEDULE
-        timeout = float(env.get("PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS", "") or 15)
-        concurrency = int(env.get("PAYWARDEN_WEBHOOK_CONCURRENCY", "") or 8)
-        lease = float(env.get("PAYWARDEN_WEBHOOK_LEASE_SECONDS", "") or timeout * concurrency + 30)
-    except ValueError as bad:
-        raise ConfigError(f"PAYWARDEN_WEBHOOK_* settings must be numbers ({bad})") from None
-    if not schedule or any(s < 0 for s in schedule) or not 0 < timeout <= 60 or lease <= timeout \
-            or not 1 <= concurrency <= 64:
-        raise ConfigError("PAYWARDEN_WEBHOOK_SCHEDULE must be seconds >= 0, PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS in "
-                          "(0, 60], PAYWARDEN_WEBHOOK_LEASE_SECONDS above the timeout, "
-                          "PAYWARDEN_WEBHOOK_CONCURRENCY 1-64")
-    return DeliverySettings(schedule, timeout, lease, concurrency,
+    except ValueError:
+        schedule = ()
+    if not schedule or any(not s >= 0 for s in schedule):
+        raise ConfigError(f"PAYWARDEN_WEBHOOK_SCHEDULE must be comma-separated seconds >= 0, got {raw!r}")
+    timeout = number("PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS", 15.0)
+    if not 0 < timeout <= 60:
+        raise ConfigError(f"PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS must be above 0 and at most 60, got {timeout:g}")
+    concurrency = number("PAYWARDEN_WEBHOOK_CONCURRENCY", 8, int)
+    if not 1 <= concurrency <= 64:
+        raise ConfigError(f"PAYWARDEN_WEBHOOK_CONCURRENCY must be 1-64, got {concurrency}")
+    lease = number("PAYWARDEN_WEBHOOK_LEASE_SECONDS", timeout * concurrency + 30)
+    if not lease > timeout:
+        raise ConfigError(f"PAYWARDEN_WEBHOOK_LEASE_SECONDS must be above the timeout ({timeout:g} s), "
+                          f"got {lease:g}")
+    return DeliverySettings(schedule, timeout, lease, concurrency, merchant_share=merchant_share(concurrency),
                             ca_file=env.get("PAYWARDEN_WEBHOOK_CA_FILE", "").strip() or None)
+
+
+def merchant_share(concurrency: int) -> int:
+    """A quarter of the senders (at least one): four merchants with dead receivers still leave every other
+    merchant's deliveries a sender."""
+    return max(1, concurrency // 4)
 
 
 def retry_after(answer: Answer, now: float) -> float | None:
@@ -133,7 +158,8 @@ class DeliveryWorker:
             free, busy = self._settings.concurrency - self._in_flight, sorted(self._busy)
         if free <= 0:
             return 0
-        claimed = self._view.claim(self._clock(), self._settings.lease_seconds, free, exclude=busy)
+        claimed = self._view.claim(self._clock(), self._settings.lease_seconds, free, exclude=busy,
+                                   per_merchant=self._settings.merchant_share)
         groups: dict[str, list[Claimed]] = {}
         for item in claimed:
             groups.setdefault(item.endpoint_id, []).append(item)

@@ -1,32 +1,50 @@
 """The sandbox merchant's console login, made by `paywarden up` on first run and kept in the data directory
-(`sandbox-console-password`, mode 0600), like its API key."""
+(`sandbox-console-password`, one file per store, mode 0600), like its API key."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
+from pathlib import Path
 
 from domain.merchant import MerchantConflictError
-from interfaces.config import Config
+from interfaces.config import Config, without_password
 
 SANDBOX_EMAIL = "sandbox@paywarden.localhost"
 
 
+def password_file(config: Config) -> Path:
+    """The file of the sandbox console password of this configuration's store: the embedded store's is
+    `sandbox-console-password`; a PostgreSQL database's is named after its address (without the password), so one
+    data directory used with two stores keeps each login's own password."""
+    if not config.database_url or config.database_url.startswith("sqlite://"):
+        suffix = "" if not config.database_url or config.database_url == "sqlite://" else \
+            "-" + hashlib.sha256(config.database_url.encode()).hexdigest()[:12]
+    else:
+        suffix = "-" + hashlib.sha256(without_password(config.database_url).encode()).hexdigest()[:12]
+    return config.data_dir / f"sandbox-console-password{suffix}"
+
+
 def console_login(config: Config, merchant: str) -> tuple[str, str]:
-    """(email, password) of the sandbox merchant's owner login; created or reset when the file is missing."""
+    """(email, password) of the sandbox merchant's owner login; created, or reset when its file is missing or
+    holds a password this store's login does not accept."""
+    from interfaces.adapters.passwords import Argon2Hasher
     from interfaces.container import build
 
-    secret_file = config.data_dir / "sandbox-console-password"
+    secret_file = password_file(config)
     container = build(config)
     try:
         container.refresh_accounts()
         login = container.console.get_login(SANDBOX_EMAIL) if container.console else None
         if login is not None and login.password_hash and secret_file.is_file():
-            return SANDBOX_EMAIL, secret_file.read_text().strip()
+            kept = secret_file.read_text().strip()
+            if Argon2Hasher().verify(login.password_hash, kept):
+                return SANDBOX_EMAIL, kept
         password = secrets.token_urlsafe(18)
         try:
             container.merchants.add_login(merchant, SANDBOX_EMAIL, password=password)
-        except MerchantConflictError:  # the login exists but its password file is gone: set a new one
+        except MerchantConflictError:  # the login exists but its password file is gone or wrong: set a new one
             container.merchants.set_password(SANDBOX_EMAIL, password)
         container.refresh_accounts()
         fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

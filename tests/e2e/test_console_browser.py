@@ -185,7 +185,7 @@ def test_merchant_enables_a_capability_verifies_a_domain_and_turns_discovery_off
 
     # Log out: the old cookie no longer opens a page
     cookies = page.context.cookies()
-    page.get_by_role("button", name="Log out").click()
+    page.get_by_role("button", name="Log out", exact=True).click()
     page.wait_for_url("**/login")
     again = browser.new_context()
     again.add_cookies(cookies)
@@ -204,3 +204,16 @@ def test_the_console_works_without_javascript(site, browser):
     assert page.get_by_label("The new API key").input_value().startswith("pw_test_")
     assert not page.get_by_role("button", name="Copy").is_visible()  # the enhancement is absent, the key is not
     shot(page, "11-no-javascript")
+
+
+def test_log_out_everywhere_ends_the_other_browsers_session(site, browser):
+    """Issue 27: a login open in two browsers; "Log out everywhere" in one sends the other to the login page."""
+    _, _, console_url = site
+    here, there = browser.new_context().new_page(), browser.new_context().new_page()
+    log_in(here, console_url)
+    log_in(there, console_url)
+    here.get_by_role("button", name="Log out everywhere").click()
+    here.wait_for_url("**/login")
+    shot(here, "12-logged-out-everywhere")
+    there.goto(console_url + "/keys")
+    assert there.url.endswith("/login")

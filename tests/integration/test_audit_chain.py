@@ -101,3 +101,21 @@ def test_a_payment_pending_past_its_blockhash_lifetime_is_listed(chain_books, ca
                               confirmed=False)
     assert main(["audit", "chain"]) == 1
     assert f"{payment}: pending past its blockhash lifetime" in capsys.readouterr().out
+
+
+def test_beside_a_running_up_the_chain_is_the_localnet_it_serves(chain_books, tmp_path, monkeypatch, capsys):
+    """Issue 27, finding 6: no PAYWARDEN_DEVNET_RPC_URL, but `up` (this process stands in for it) recorded its
+    localnet in the data directory."""
+    import json
+    import os
+
+    from interfaces.config import RUNNING_STACK
+
+    localnet_url = os.environ["PAYWARDEN_DEVNET_RPC_URL"]
+    monkeypatch.delenv("PAYWARDEN_DEVNET_RPC_URL")
+    assert main(["audit", "chain"]) == 1
+    assert "no RPC endpoint is configured" in capsys.readouterr().out
+    (tmp_path / RUNNING_STACK).write_text(json.dumps({"pid": os.getpid(), "rpc_url": localnet_url}))
+    assert main(["audit", "chain"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "2 settled payment(s) checked against the chain; 0 problem(s)" in err

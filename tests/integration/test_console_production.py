@@ -14,7 +14,11 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 
 @pytest.fixture
-def workers(tmp_path, sandbox, postgres_url, redis_url):
+def workers(tmp_path, sandbox, postgres_url, redis_url, monkeypatch):
+    from cryptography.fernet import Fernet
+
+    # every host of a deployment has the same PAYWARDEN_SECRET_KEY (CSRF tokens are derived with it)
+    monkeypatch.setenv("PAYWARDEN_SECRET_KEY", Fernet.generate_key().decode())
     gateway = make_gateway(tmp_path, sandbox, database_url=postgres_url, redis_url=redis_url)
     add_owner(gateway.container, "acme", "owner@acme.test")
     second = build(Config(data_dir=tmp_path / "second", database_url=postgres_url, redis_url=redis_url),

@@ -69,8 +69,10 @@ class Authenticator:
                 return self._public, None
             raise Unauthorized("missing_api_key", "send Authorization: Bearer <API key>")
         scheme, _, api_key = header.partition(" ")
-        if scheme.lower() != "bearer" or parse_key(api_key.strip()) is None:
-            raise Unauthorized("invalid_api_key", "the Authorization header must be Bearer pw_live_… or pw_test_…")
+        if scheme.lower() != "bearer" or not api_key.strip():
+            raise Unauthorized("invalid_api_key", "the Authorization header must be Bearer <API key>")
+        if parse_key(api_key.strip()) is None:
+            raise Unauthorized("invalid_api_key", malformed_key_message(api_key.strip()))
         digest = key_hash(api_key.strip())
         record = self._accounts.get_key(digest)
         # The lookup is by SHA-256, and the final comparison is constant-time: timing tells nothing of the key.
@@ -86,6 +88,14 @@ class Authenticator:
         if self._usage is not None:  # the console's "last used", written at most once a minute per key
             self._usage.touch(record.prefix)
         return (_unscoped_identity(record) if scope is None else _identity(record, scope)), record.key_hash
+
+
+def malformed_key_message(api_key: str) -> str:
+    """What is wrong with a bearer token that is not shaped as an API key (never echoing it)."""
+    for env in KeyEnv:
+        if api_key.startswith(f"pw_{env.value}_"):
+            return f"malformed API key: a pw_{env.value}_ key is pw_{env.value}_ and 40 letters or digits"
+    return "not a Paywarden API key: keys start with pw_live_ or pw_test_"
 
 
 def _identity(record: KeyRecord, scope: ServiceScope | None = None) -> Client:

@@ -29,7 +29,7 @@ from domain.merchant import MerchantConflictError, UnknownObjectError
 from domain.proxy_service import ProxyServiceConflictError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
-from domain.webhook import WebhookError
+from domain.webhook import LIMIT_CODES, WebhookError
 
 log = logging.getLogger("paywarden.http")
 
@@ -59,7 +59,8 @@ def refusal(ex: DomainError) -> Refusal:
     if isinstance(ex, ListingOwnershipError):
         return Refusal(falcon.HTTP_404, "not_found", "no such listing of yours", "id")
     if isinstance(ex, WebhookError):  # its rules have codes of their own
-        status = falcon.HTTP_404 if isinstance(ex, WebhookNotFoundError) else falcon.HTTP_400
+        status = falcon.HTTP_404 if isinstance(ex, WebhookNotFoundError) else \
+            falcon.HTTP_409 if ex.code in LIMIT_CODES else falcon.HTTP_400
         return Refusal(status, ex.code, ex.message, field)
     if isinstance(ex, UnknownObjectError | MerchantNotFoundError | ServiceNotFoundError) or field == "routeId":
         return Refusal(falcon.HTTP_404, "not_found", message)

@@ -16,7 +16,7 @@ from domain.networks import SCHEME_EXACT, KeyEnv
 from interfaces.http.common.ratelimit import client_ip
 from interfaces.http.console.collaborators import Collaborators, Resource, mount
 from interfaces.http.console.security import NotLoggedIn
-from interfaces.http.console.sessions import COOKIE, Session
+from interfaces.http.console.sessions import Session, cookie_name
 from projections.console import CapabilityRow, DomainRow, KeyRow
 
 
@@ -92,15 +92,20 @@ class Login:
         if not self._c.verify_password(login.password_hash if login else None, password) or login is None:
             self._c.throttle.failed(email, ip)
             raise BadCredentials()
-        session = self._c.sessions.create(login.merchant_id, login.merchant, login.email)
-        resp.set_cookie(COOKIE, session.id, max_age=self._c.sessions.seconds, path="/", http_only=True,
-                        secure=self._c.secure_cookies, same_site="Lax")
+        session = self._c.sessions.create(login.merchant_id, login.merchant, login.email, login.password_hash)
+        resp.set_cookie(cookie_name(self._c.secure_cookies), session.id, max_age=self._c.sessions.seconds,
+                        path="/", http_only=True, secure=self._c.secure_cookies, same_site="Lax")
         return session
 
-    def logout(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if req.context.session is not None:
-            self._c.sessions.end(req.context.session.id)
-        resp.unset_cookie(COOKIE, path="/")
+    def logout(self, req: falcon.Request, resp: falcon.Response, *, everywhere: bool = False) -> None:
+        """End this session, or with `everywhere` every session of its login (other browsers, other hosts)."""
+        session = req.context.session
+        if session is not None:
+            if everywhere:
+                self._c.sessions.end_all(session.email)
+            else:
+                self._c.sessions.end(session.id)
+        resp.unset_cookie(cookie_name(self._c.secure_cookies), path="/")
 
 
 class SessionResource:
@@ -117,6 +122,20 @@ class SessionResource:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._login.logout(req, resp)
+        resp.status = falcon.HTTP_204
+
+
+class SessionsResource:
+    """`DELETE /api/v1/sessions`: log out everywhere (every session of this login, this one included)."""
+
+    route = "/api/v1/sessions"
+
+    def __init__(self, login: Login) -> None:
+        self._login = login
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session_of(req)
+        self._login.logout(req, resp, everywhere=True)
         resp.status = falcon.HTTP_204
 
 
@@ -265,6 +284,6 @@ class ListingResource(Resource):
 
 
 def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
-    mount(app, (SessionResource,), login)
+    mount(app, (SessionResource, SessionsResource), login)
     mount(app, (MeResource, KeysResource, KeyResource, CapabilitiesResource, CapabilityResource, DomainsResource,
                 DomainResource, DomainVerifyResource, DiscoveryResource, ListingsResource, ListingResource), c)

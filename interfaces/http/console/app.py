@@ -25,7 +25,8 @@ class SecurityHeaders:
 
 
 def create_app(c: Collaborators) -> falcon.App:
-    middleware: list[Any] = [SecurityHeaders(), SessionMiddleware(c.sessions, c.console_url)]
+    middleware: list[Any] = [SecurityHeaders(),
+                             SessionMiddleware(c.sessions, c.console_url, secure_cookies=c.secure_cookies)]
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.secure_cookies_by_default = c.secure_cookies

@@ -63,6 +63,7 @@ def mount(app: falcon.App, resources: Iterable[Any], *args: Any) -> None:
 
 def from_container(container: Any, *, api_url: str = "") -> Collaborators:
     from interfaces.adapters.passwords import Argon2Hasher
+    from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
     from interfaces.container import sqlite_dir
 
     config = container.config
@@ -71,8 +72,15 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
     else:
         store = SqliteSessionStore(sqlite_dir(config) / "console-sessions.db")
     hasher = Argon2Hasher()
+    console = container.console
+
+    def password_hash_of(email: str) -> str | None:
+        login = console.get_login(email)
+        return login.password_hash if login is not None else None
+
+    sessions = Sessions(store, derived_key(config, CONSOLE_CSRF), password_hash_of=password_hash_of)
     return Collaborators(
-        merchants=container.merchants, console=container.console, sessions=Sessions(store),
+        merchants=container.merchants, console=container.console, sessions=sessions,
         throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=hasher.verify,
         refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,

@@ -151,6 +151,17 @@ class LogoutPage(PostOnly, Page):
         raise falcon.HTTPSeeOther("/login")
 
 
+class LogoutEverywherePage(LogoutPage):
+    """Ends every session of this login, in every browser and on every host."""
+
+    route = "/logout-everywhere"
+    public = False
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._login.logout(req, resp, everywhere=True)
+        raise falcon.HTTPSeeOther("/login")
+
+
 class PasswordPage(Page):
     route = "/password"
     public = csrf_exempt = True  # the one-time token in the form is the proof
@@ -162,13 +173,14 @@ class PasswordPage(Page):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
         try:
-            self._c.merchants.set_password_with_token(form.get("token", ""), form.get("password", ""))
+            email = self._c.merchants.set_password_with_token(form.get("token", ""), form.get("password", ""))
         except MerchantError as refused:
             status, errors, problem = refusal(refused)
             if refused.field == "token":
                 errors = {"token": str(refused)}
             return self.render(req, resp, status, token=form.get("token", ""), errors=errors, problem=problem)
         self._c.refresh()
+        self._c.sessions.end_all(email)  # a new password ends every session of the login
         self.render(req, resp, done=True)
 
 
@@ -372,7 +384,7 @@ class Favicon:
 def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
     env = templates()
     mount(app, (Favicon,), c)
-    mount(app, (LoginPage, LogoutPage), c, env, login)
+    mount(app, (LoginPage, LogoutPage, LogoutEverywherePage), c, env, login)
     mount(app, (PasswordPage, OverviewPage, KeysPage, KeyRevokePage, CapabilitiesPage, CapabilityDisablePage,
                 DomainsPage, DomainActionPage, DiscoveryPage, DelistPage), c, env)
     app.add_static_route("/static", str(STATIC))

@@ -16,7 +16,7 @@ import falcon
 from limits import parse, strategies
 
 from interfaces.http.common.ratelimit import limits_storage
-from interfaces.http.console.sessions import COOKIE, Session, Sessions
+from interfaces.http.console.sessions import Session, Sessions, cookie_name
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOGIN_PER_ACCOUNT = parse("5 per 15 minutes")  # failed logins of one email address, from anywhere
@@ -63,11 +63,12 @@ class SessionMiddleware:
 
     Resources declare `public = True` (no login needed) and `csrf_exempt = True` (the login itself)."""
 
-    def __init__(self, sessions: Sessions, console_url: str) -> None:
+    def __init__(self, sessions: Sessions, console_url: str, *, secure_cookies: bool = False) -> None:
         self._sessions, self._console_url = sessions, console_url
+        self._cookie = cookie_name(secure_cookies)
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict) -> None:
-        session = self._sessions.get(req.cookies.get(COOKIE))
+        session = self._sessions.get(req.cookies.get(self._cookie))
         req.context.session = session
         if resource is None or req.path.startswith("/static/"):
             return

@@ -192,7 +192,14 @@ class WebhookActionPage(PostOnly, WebhookPage):
             self._c.webhooks.update(merchant, endpoint_id, enabled=action == "enable")
             raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done={action}d")
         if action == "test":
-            self._c.webhooks.test(merchant, endpoint_id)
+            try:
+                self._c.webhooks.test(merchant, endpoint_id)
+            except WebhookError as refused:
+                if refused.code != "test_pending":
+                    raise
+                self.render(req, resp, falcon.HTTP_409, problem=refused.message,
+                            **self.endpoint_context(req, endpoint_id))
+                return
             raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=test")
         if action == "delete":
             self._c.webhooks.delete(merchant, endpoint_id)
