@@ -1,5 +1,5 @@
 """`paywarden payments export --merchant NAME`: a merchant's payments as CSV, the columns and rows of the console's
-`GET /api/v1/payments/export` (interfaces/payments_export.py), streamed from the read models a page at a time."""
+`GET /api/v1/payments/export` (projections/payment_export.py), streamed from the read models a page at a time."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from interfaces.config import ConfigError
 def export(args: argparse.Namespace) -> int:
     from interfaces.cli.main import _container
     from interfaces.http.console.payments import export_filters
-    from interfaces.payments_export import export_csv
+    from projections.payment_export import export_csv
 
     try:
         filters = export_filters({"from": args.since, "to": args.until, "state": args.state})

@@ -231,7 +231,7 @@ def test_an_unexpected_error_on_a_page_is_the_styled_500_with_its_reference(paid
 
 
 def test_the_export_reads_and_writes_one_page_at_a_time(paid):
-    from interfaces.payments_export import export_csv
+    from projections.payment_export import export_csv
 
     c = paid.container
     chunks = export_csv(c.payment_list, c.payment_volume, merchant_id(paid), page=3)

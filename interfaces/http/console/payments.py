@@ -24,7 +24,7 @@ from domain.networks import MAINNET, NETWORKS
 from interfaces.http.console.api import session_of
 from interfaces.http.console.collaborators import Collaborators, Resource, mount
 from interfaces.http.console.pages import Page
-from interfaces.payments_export import export_csv
+from projections.payment_export import export_csv
 from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
 
 STATE_NAMES = tuple(STATES.values())
@@ -172,7 +172,7 @@ def export_filters(params: dict[str, Any]) -> dict[str, str | None]:
 
 
 class PaymentsExportResource(Resource):
-    """The filtered list as CSV (interfaces/payments_export.py), streamed a page at a time."""
+    """The filtered list as CSV (projections/payment_export.py), streamed a page at a time."""
 
     route = "/api/v1/payments/export"
 
