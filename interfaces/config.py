@@ -259,8 +259,16 @@ def load_config(env: Mapping[str, str] | None = None, *, require: bool = True) -
         blocked_domains=_names(env, "PAYWARDEN_BLOCKED_DOMAINS"),
         dns_nameservers=_nameservers(env, "PAYWARDEN_DNS_NAMESERVERS"),
         own_ports=_own_ports(env),
-        proxy_metrics_token=env.get("PAYWARDEN_PROXY_METRICS_TOKEN", "").strip(),
+        proxy_metrics_token=_token(env, "PAYWARDEN_PROXY_METRICS_TOKEN"),
     )
+
+
+def _token(env: Mapping[str, str], name: str) -> str:
+    """A bearer token: empty, or at least 16 visible ASCII characters (a guessable one is refused)."""
+    raw = env.get(name, "").strip()
+    if raw and (len(raw) < 16 or not all(33 <= ord(c) < 127 for c in raw)):
+        raise ConfigError(f"{name} must be at least 16 visible ASCII characters (no spaces), or empty")
+    return raw
 
 
 DEFAULT_PORTS = (8402, 8404, 8405, 8899)  # API, console, proxy, localnet: `up`'s and `serve`'s defaults

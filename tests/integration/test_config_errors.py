@@ -58,6 +58,7 @@ def bad_values(tmp: Path) -> dict[str, str]:
         "PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS": "0",
         "PAYWARDEN_WEBHOOK_CONCURRENCY": "0",
         "PAYWARDEN_PROXY_URL": "proxy.example.com",
+        "PAYWARDEN_PROXY_METRICS_TOKEN": "short",
         "PAYWARDEN_LOG_LEVEL": "loud",
         "PAYWARDEN_BIND": "nowhere",
         "PAYWARDEN_WORKERS": "0",

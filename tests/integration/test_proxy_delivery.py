@@ -249,13 +249,13 @@ def test_the_proxys_metrics_are_for_the_operator_only(stack):
     metrics = f"{stack.proxy_url}/.well-known/paywarden/metrics"
     assert requests.get(metrics, timeout=30).status_code == 200  # a loopback peer, no proxy in front
     assert requests.get(metrics, headers={"X-Forwarded-For": "203.0.113.7"}, timeout=30).status_code == 404
-    container, app = proxy_of(stack, proxy_metrics_token="s3cret-token")
+    container, app = proxy_of(stack, proxy_metrics_token="s3cret-metrics-token-0123")
     try:
         with WsgiThread(app) as server:
             url = f"{server.url}/.well-known/paywarden/metrics"
             assert requests.get(url, timeout=30).status_code == 404
             assert requests.get(url, headers={"Authorization": "Bearer wrong"}, timeout=30).status_code == 404
-            allowed = requests.get(url, headers={"Authorization": "Bearer s3cret-token"}, timeout=30)
+            allowed = requests.get(url, headers={"Authorization": "Bearer s3cret-metrics-token-0123"}, timeout=30)
             assert allowed.status_code == 200 and "paywarden_proxy" in allowed.text
     finally:
         container.close()
