@@ -47,7 +47,7 @@ class Page:
 class SearchPage:
     items: list[dict[str, Any]]
     cursor: search.Key | None  # the last item's place, when more follow
-    partial: bool  # more listings matched than were ranked (`search.WINDOW`)
+    partial: bool  # the answer was cut (never: every match is reachable through the cursor)
 
 
 class CatalogView(SqlView):
@@ -137,10 +137,10 @@ class CatalogView(SqlView):
     def clear_search(self, c: Any) -> None:
         raise NotImplementedError
 
-    def search_window(self, c: Any, query_words: list[str], where: str,
-                      params: list[Any]) -> list[search.Candidate]:
-        """At most `search.WINDOW + 1` listings matching every word and the filters (`where`, on `x`), the most
-        recent first."""
+    def search_tier(self, c: Any, tier: int, query: str, where: str, params: list[Any], below: int | None,
+                    limit: int) -> list[tuple[int, str]]:
+        """(seq, listing id) of at most `limit` listings of one tier of the ranking (`catalog_search.TIERS`) that
+        pass the filters (`where`, on `x`), newest write first, those before `below` only when given."""
         raise NotImplementedError
 
     def _fill_pairs(self) -> None:
@@ -235,30 +235,35 @@ class CatalogView(SqlView):
 
     def search(self, query: str, kind: str | None, tags: tuple[str, ...], terms: tuple[str, ...], limit: int,
                after: search.Key | None = None) -> SearchPage:
-        """The listings matching every word of `query` and the filters, ranked (`catalog_search.ranked`), the
-        page after `after`. The engine finds the matches and returns the most recent `search.WINDOW`."""
+        """The listings matching every word of `query` and the filters, ranked, the page after `after`: each tier
+        read in the index's own order, as far as the page needs (`catalog_search.TIERS`)."""
         where, params = "", []
         if kind:
             where, params = " AND EXISTS (SELECT 1 FROM catalog_listings t WHERE t.listing_id = x.listing_id " \
                             "AND t.type = ?)", [kind]
         more, extra = _exists([("tag", t) for t in dict.fromkeys(tags)] + [("term", t) for t in dict.fromkeys(terms)])
         where, params = where + more, params + extra
+        first = after.tier if after is not None else 0
+        found: list[tuple[search.Key, str]] = []
         with self.datastore.transaction(commit=False) as c:
             cursor = Cursor(c, self)
-            window = self.search_window(cursor, search.words(query), where, params)
-            partial = len(window) > search.WINDOW
-            keyed = search.ranked(window[:search.WINDOW], query)
-            if after is not None:
-                keyed = [(k, found) for k, found in keyed if k.after(after)]
-            page = keyed[:limit]
+            for tier in search.TIERS[first:]:
+                below = after.seq if after is not None and tier == first else None
+                found += [(search.Key(tier, seq), listing)
+                          for seq, listing in self.search_tier(cursor, tier, query, where, params, below,
+                                                               limit + 1 - len(found))]
+                if len(found) > limit:
+                    break
+            page = found[:limit]
             served: dict[str, dict[str, Any]] = {}
             if page:
-                ids = [found.listing_id for _, found in page]
+                ids = [listing for _, listing in page]
                 rows = cursor.execute(f"SELECT listing_id, item FROM catalog_listings WHERE listing_id IN "
                                       f"({', '.join('?' for _ in ids)})", ids).fetchall()
                 served = {values(r)[0]: json.loads(values(r)[1]) for r in rows}
-        items = [served[found.listing_id] for _, found in page if found.listing_id in served]
-        return SearchPage(items, page[-1][0] if len(keyed) > limit else None, partial)
+        items = [served[listing] for _, listing in page if listing in served]
+        return SearchPage(items, page[-1][0] if len(found) > limit else None, False)
+
 
     def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any]]]:
         """(listing id, served item) of each listing `owner` (a client id, `merchant:<uuid>`) owns."""
@@ -280,14 +285,15 @@ class CatalogView(SqlView):
 
 class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
     tables = (*CatalogView.tables, *search.SQLITE_TABLES)
-    # The FTS rows' numbers are the index's own (a catalog filled from its items numbers them in another order
-    # than a replay of its events): what is indexed is compared, in catalog_search.
+    # Each listing's place in the index's order (its FTS rowid) is the index's own: a catalog filled from its
+    # items numbers them in another order than a replay of its events. What is indexed is compared, in
+    # catalog_search.
     not_from_events = ("catalog_search_rows",)
 
     def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
         self.delete_search(c, key)
-        c.execute("INSERT INTO catalog_search (listing_id, last_updated, title, tags, head, body) "
-                  "VALUES (?, ?, ?, ?, ?, ?)", (key, moment, *search.document(served).row()))
+        c.execute("INSERT INTO catalog_search (listing_id, last_updated, exact, head, every) VALUES (?, ?, ?, ?, ?)",
+                  (key, moment, *search.sqlite_row(search.document(served))))
         c.execute("INSERT INTO catalog_search_rows VALUES (?, last_insert_rowid())", (key,))
 
     def clear_search(self, c: Any) -> None:
@@ -300,38 +306,43 @@ class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
             c.execute("DELETE FROM catalog_search WHERE rowid = ?", (values(found[0])[0],))
             c.execute("DELETE FROM catalog_search_rows WHERE listing_id = ?", (key,))
 
-    def search_window(self, c: Any, query_words: list[str], where: str,
-                      params: list[Any]) -> list[search.Candidate]:
-        rows = c.execute(
-            "SELECT x.listing_id, x.last_updated, x.title, x.tags, x.head FROM catalog_search x "
-            f"WHERE catalog_search MATCH ?{where} "
-            "ORDER BY x.rowid DESC LIMIT ?", (search.sqlite_match(query_words), *params, search.WINDOW + 1)).fetchall()
-        return [search.Candidate(*values(r)) for r in rows]
+    def search_tier(self, c: Any, tier: int, query: str, where: str, params: list[Any], below: int | None,
+                    limit: int) -> list[tuple[int, str]]:
+        bound, bounds = (" AND x.rowid < ?", [below]) if below is not None else ("", [])
+        rows = c.execute(f"SELECT x.rowid, x.listing_id FROM catalog_search x WHERE catalog_search MATCH ?{bound}"
+                         f"{where} ORDER BY x.rowid DESC LIMIT ?",
+                         (search.sqlite_match(tier, query), *bounds, *params, limit)).fetchall()
+        return [(int(values(r)[0]), values(r)[1]) for r in rows]
 
 
 class PostgresCatalogView(CatalogView, PostgresTrackingRecorder):
     paramstyle = "format"
     tables = (*CatalogView.tables, *search.POSTGRES_TABLES)
+    not_from_events = ("catalog_search_rows",)  # as on SQLite
 
     def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
         self.delete_search(c, key)
-        c.execute("INSERT INTO catalog_search (listing_id, last_updated, title, tags, head, body) "
-                  "VALUES (?, ?, ?, ?, ?, ?)", (key, moment, *search.document(served).row()))
+        c.execute("INSERT INTO catalog_search (listing_id, last_updated, exact, head, body) VALUES (?, ?, ?, ?, ?)",
+                  (key, moment, *search.document(served).row()))
+        c.execute("INSERT INTO catalog_search_rows SELECT ?, COALESCE(MAX(row), 0) + 1 FROM catalog_search_rows",
+                  (key,))
 
     def delete_search(self, c: Any, key: str) -> None:
         c.execute("DELETE FROM catalog_search WHERE listing_id = ?", (key,))
+        c.execute("DELETE FROM catalog_search_rows WHERE listing_id = ?", (key,))
 
     def clear_search(self, c: Any) -> None:
         c.execute("DELETE FROM catalog_search")
+        c.execute("DELETE FROM catalog_search_rows")
 
-    def search_window(self, c: Any, query_words: list[str], where: str,
-                      params: list[Any]) -> list[search.Candidate]:
-        rows = c.execute(
-            "SELECT x.listing_id, x.last_updated, x.title, x.tags, x.head FROM catalog_search x "
-            f"WHERE x.document @@ websearch_to_tsquery('simple', ?){where} "
-            "ORDER BY x.last_updated DESC, x.listing_id LIMIT ?", (" ".join(query_words), *params,
-                                                                    search.WINDOW + 1)).fetchall()
-        return [search.Candidate(*values(r)) for r in rows]
+    def search_tier(self, c: Any, tier: int, query: str, where: str, params: list[Any], below: int | None,
+                    limit: int) -> list[tuple[int, str]]:
+        bound, bounds = (" AND o.row < ?", [below]) if below is not None else ("", [])
+        rows = c.execute("SELECT o.row, x.listing_id FROM catalog_search x JOIN catalog_search_rows o ON "
+                         f"o.listing_id = x.listing_id WHERE {search.postgres_match(tier)}{bound}{where} "
+                         "ORDER BY o.row DESC LIMIT ?",
+                         (*search.postgres_params(tier, query), *bounds, *params, limit)).fetchall()
+        return [(int(values(r)[0]), values(r)[1]) for r in rows]
 
 
 class CatalogProjection(Projection[CatalogView]):
