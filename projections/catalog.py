@@ -114,15 +114,16 @@ class CatalogView(SqlView):
             with self.datastore.transaction(commit=True) as c:
                 c.execute(self.sql("INSERT INTO catalog_counts VALUES (?, 1)"), (SEARCH_KEPT,))
                 cursor = Cursor(c, self)
-                cursor.execute("DELETE FROM catalog_counts WHERE filter LIKE ? OR filter LIKE ?",
-                               ("term:%", "type:% term:%"))
+                cursor.execute("DELETE FROM catalog_counts WHERE filter LIKE ? OR filter LIKE ? OR filter LIKE ? "
+                               "OR filter LIKE ?", ("term:%", "type:% term:%", "with:%", "type:% with:%"))
                 cursor.execute("DELETE FROM catalog_terms")
                 self.clear_search(cursor)
                 c.execute(self.sql("SELECT listing_id, type, last_updated, item FROM catalog_listings "
                                    "ORDER BY last_updated, listing_id"))
                 for key, kind, moment, served in [values(r) for r in c.fetchall()]:
                     item = json.loads(served)
-                    _write_terms(cursor, key, kind, moment, search.terms(item))
+                    tags = tuple((item.get("metadata") or {}).get("tags") or ())
+                    _write_terms(cursor, key, kind, moment, search.terms(item), tags)
                     self.write_search(cursor, key, moment, item)
         except (IntegrityError, OperationalError):
             pass  # another process filled them at the same moment
@@ -185,9 +186,9 @@ class CatalogView(SqlView):
         The page's ids come from one index in the served order (the listings' own, by type, or by the first
         tag's or term's, the rarest of those asked), so reading a page costs the same however large the catalog;
         only the offset costs (the index entries skipped, never the listings), and a page in the second half is
-        read from the other end of the index, so the last page costs what the first does. With no tag or term,
-        one of them, or two tags, the total is a kept count; otherwise it counts the rarest one's listings that
-        have the others."""
+        read from the other end of the index, so the last page costs what the first does. With at most two tags
+        and terms, the total is a kept count; with more, it counts the rarest one's listings that have the
+        others."""
         tags, terms = tuple(dict.fromkeys(tags)), tuple(dict.fromkeys(terms))
         with self.datastore.transaction(commit=False) as c:
             def count(key: str) -> int:
@@ -216,7 +217,9 @@ class CatalogView(SqlView):
             where, extra = _exists(others)
             source += where
             params += extra
-            if others:
+            if len(others) == 1:  # a term and a tag, or two terms: their kept count
+                total = count(f"{type_key} {_with(f'{table}:{first}', ':'.join(others[0]))}".lstrip())
+            elif others:
                 c.execute(self.sql(f"SELECT COUNT(*) FROM {source}"), tuple(params))
                 total = int(values(c.fetchone())[0])
             order = "x.last_updated DESC, x.listing_id"
@@ -366,7 +369,7 @@ class CatalogProjection(Projection[CatalogView]):
             c.execute("INSERT INTO catalog_listings VALUES (?, ?, ?, ?, ?, ?, ?)",
                       (key, e.resource, e.method, details.type, moment, True, json.dumps(served)))
             _write_tags(c, key, details.type, moment, details.tags)
-            _write_terms(c, key, details.type, moment, search.terms(served))
+            _write_terms(c, key, details.type, moment, search.terms(served), details.tags)
             self.view.write_search(c, key, moment, served)
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
 
@@ -376,13 +379,13 @@ class CatalogProjection(Projection[CatalogView]):
         with self.view.tracked(tracking) as c:
             resource = values(c.execute("SELECT resource FROM catalog_listings WHERE listing_id = ?",
                                          (key,)).fetchone())[0]
-            _delete_tags(c, key)
             _delete_terms(c, key)
+            _delete_tags(c, key)
             served = item(resource, e.owner, details, e.offers, e.verified_at)
             c.execute("UPDATE catalog_listings SET type = ?, last_updated = ?, item = ? WHERE listing_id = ?",
                       (details.type, moment, json.dumps(served), key))
             _write_tags(c, key, details.type, moment, details.tags)
-            _write_terms(c, key, details.type, moment, search.terms(served))
+            _write_terms(c, key, details.type, moment, search.terms(served), details.tags)
             self.view.write_search(c, key, moment, served)
             c.execute("DELETE FROM catalog_owners WHERE listing_id = ?", (key,))
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
@@ -400,8 +403,8 @@ class CatalogProjection(Projection[CatalogView]):
     @process_event.register
     def _(self, e: DiscoveryListing.Delisted, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
-            _delete_tags(c, str(e.originator_id))
             _delete_terms(c, str(e.originator_id))
+            _delete_tags(c, str(e.originator_id))
             self.view.delete_search(c, str(e.originator_id))
             for table in ("catalog_owners", "catalog_listings"):
                 c.execute(f"DELETE FROM {table} WHERE listing_id = ?", (str(e.originator_id),))
@@ -430,21 +433,37 @@ def _delete_tags(c: Any, key: str) -> None:
     _count(c, kind, tags, -1)
 
 
-def _write_terms(c: Any, key: str, kind: str, moment: str, terms: list[str]) -> None:
-    """A listing's filter terms in their order, and in the kept counts (`term:<t>`, `type:<k> term:<t>`)."""
+def _write_terms(c: Any, key: str, kind: str, moment: str, terms: list[str], tags: tuple[str, ...]) -> None:
+    """A listing's filter terms in their order, and in the kept counts: each term's (`term:<t>`) and each pair's of
+    a term and another term or a tag (`with:<a>|<b>`), each also with the type, so that a query with two filters
+    reads its total as one with a tag or two does."""
     for term in terms:
         c.execute("INSERT INTO catalog_terms VALUES (?, ?, ?, ?)", (term, key, kind, moment))
-        for counted in (f"term:{term}", f"type:{kind} term:{term}"):
-            c.execute(UPSERT_COUNT, (counted, 1))
+    _count_terms(c, kind, terms, tags, +1)
 
 
 def _delete_terms(c: Any, key: str) -> None:
-    """Undo `_write_terms` for a listing (before it changes or leaves)."""
-    found = c.execute("SELECT term, type FROM catalog_terms WHERE listing_id = ?", (key,)).fetchall()
-    for term, kind in (values(r) for r in found):
-        for counted in (f"term:{term}", f"type:{kind} term:{term}"):
-            c.execute(UPSERT_COUNT, (counted, -1))
+    """Undo `_write_terms` for a listing (before it changes or leaves, and before `_delete_tags`)."""
+    found = [values(r) for r in c.execute("SELECT term, type FROM catalog_terms WHERE listing_id = ?",
+                                          (key,)).fetchall()]
+    if found:
+        tags = tuple(values(r)[0] for r in c.execute("SELECT tag FROM catalog_tags WHERE listing_id = ?",
+                                                      (key,)).fetchall())
+        _count_terms(c, found[0][1], [term for term, _ in found], tags, -1)
     c.execute("DELETE FROM catalog_terms WHERE listing_id = ?", (key,))
+
+
+def _count_terms(c: Any, kind: str, terms: list[str], tags: tuple[str, ...], delta: int) -> None:
+    keys = [f"term:{t}" for t in terms]
+    pairs = [_with(a, b) for i, a in enumerate(keys) for b in [*keys[i + 1:], *(f"tag:{t}" for t in tags)]]
+    for counted in (*keys, *pairs):
+        for typed in (counted, f"type:{kind} {counted}"):
+            c.execute(UPSERT_COUNT, (typed, delta))
+
+
+def _with(a: str, b: str) -> str:
+    """The count key of two filters (`tag:<t>` or `term:<t>`; neither holds a `|`), in code-point order."""
+    return "with:" + "|".join(sorted((a, b)))
 
 
 def _exists(keys: list[tuple[str, str]]) -> tuple[str, list[str]]:
