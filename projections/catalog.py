@@ -295,9 +295,13 @@ class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
 
     def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
         self.delete_search(c, key)
-        c.execute("INSERT INTO catalog_search (listing_id, last_updated, exact, head, every) VALUES (?, ?, ?, ?, ?)",
-                  (key, moment, *search.sqlite_row(search.document(served))))
-        c.execute("INSERT INTO catalog_search_rows VALUES (?, last_insert_rowid())", (key,))
+        # The newest write takes the lowest rowid (one below the lowest): FTS5 reads a match in ascending rowid
+        # order far faster than in descending (which loads a long doclist whole), so newest first is ascending.
+        lowest = c.execute("SELECT rowid FROM catalog_search ORDER BY rowid LIMIT 1").fetchall()
+        row = (int(values(lowest[0])[0]) if lowest else 0) - 1
+        c.execute("INSERT INTO catalog_search (rowid, listing_id, last_updated, exact, head, every) "
+                  "VALUES (?, ?, ?, ?, ?, ?)", (row, key, moment, *search.sqlite_row(search.document(served))))
+        c.execute("INSERT INTO catalog_search_rows VALUES (?, ?)", (key, row))
 
     def clear_search(self, c: Any) -> None:
         c.execute("DELETE FROM catalog_search")
@@ -311,11 +315,11 @@ class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
 
     def search_tier(self, c: Any, tier: int, query: str, where: str, params: list[Any], below: int | None,
                     limit: int) -> list[tuple[int, str]]:
-        bound, bounds = (" AND x.rowid < ?", [below]) if below is not None else ("", [])
+        bound, bounds = (" AND x.rowid > ?", [-below]) if below is not None else ("", [])  # seq = -rowid
         rows = c.execute(f"SELECT x.rowid, x.listing_id FROM catalog_search x WHERE catalog_search MATCH ?{bound}"
-                         f"{where} ORDER BY x.rowid DESC LIMIT ?",
+                         f"{where} ORDER BY x.rowid LIMIT ?",
                          (search.sqlite_match(tier, query), *bounds, *params, limit)).fetchall()
-        return [(int(values(r)[0]), values(r)[1]) for r in rows]
+        return [(-int(values(r)[0]), values(r)[1]) for r in rows]
 
 
 class PostgresCatalogView(CatalogView, PostgresTrackingRecorder):

@@ -150,8 +150,8 @@ SQLITE_TABLES = (
     # words, `w<word>` every word. A query's words are prefixed alike, so nothing typed matches another kind.
     "CREATE VIRTUAL TABLE IF NOT EXISTS catalog_search USING fts5(listing_id UNINDEXED, last_updated UNINDEXED, "
     "exact, head, every, tokenize = 'unicode61')",
-    # The FTS row of each listing (FTS5 finds a row by its rowid only), which is its `seq`: each write of a
-    # listing takes the next number, so the index's own order is the newest write first.
+    # The FTS row of each listing (FTS5 finds a row by its rowid only). Each write takes the next lower rowid, so
+    # the index's ascending order is the newest write first; a listing's `seq` is minus its rowid.
     "CREATE TABLE IF NOT EXISTS catalog_search_rows (listing_id TEXT PRIMARY KEY, row INTEGER NOT NULL)",
 )
 

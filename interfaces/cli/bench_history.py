@@ -58,7 +58,7 @@ FILTERED: dict[str, dict[str, Any]] = {
     "network+tag": {"terms": ("network:{devnet}",), "tags": TAGS[2]},
 }
 SEARCHES = {
-    "1 word": "benchmark",  # in every listing's description: the window is full, the answer partial
+    "1 word": "benchmark",  # in every listing's description: 100,000 matches
     "1 rare word": "{n}",  # a listing's number: in its title, description and path
     "1 word tag": TAGS[1],  # a tag: the exact-match tier
     "2 words": "synthetic benchmark",
