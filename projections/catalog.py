@@ -47,7 +47,7 @@ class Page:
 class SearchPage:
     items: list[dict[str, Any]]
     cursor: search.Key | None  # the last item's place, when more follow
-    partial: bool  # more listings matched than were ranked (`search.WINDOW`)
+    partial: bool  # the answer was cut (never: every match is reachable through the cursor)
 
 
 class CatalogView(SqlView):
@@ -114,15 +114,16 @@ class CatalogView(SqlView):
             with self.datastore.transaction(commit=True) as c:
                 c.execute(self.sql("INSERT INTO catalog_counts VALUES (?, 1)"), (SEARCH_KEPT,))
                 cursor = Cursor(c, self)
-                cursor.execute("DELETE FROM catalog_counts WHERE filter LIKE ? OR filter LIKE ?",
-                               ("term:%", "type:% term:%"))
+                cursor.execute("DELETE FROM catalog_counts WHERE filter LIKE ? OR filter LIKE ? OR filter LIKE ? "
+                               "OR filter LIKE ?", ("term:%", "type:% term:%", "with:%", "type:% with:%"))
                 cursor.execute("DELETE FROM catalog_terms")
                 self.clear_search(cursor)
                 c.execute(self.sql("SELECT listing_id, type, last_updated, item FROM catalog_listings "
                                    "ORDER BY last_updated, listing_id"))
                 for key, kind, moment, served in [values(r) for r in c.fetchall()]:
                     item = json.loads(served)
-                    _write_terms(cursor, key, kind, moment, search.terms(item))
+                    tags = tuple((item.get("metadata") or {}).get("tags") or ())
+                    _write_terms(cursor, key, kind, moment, search.terms(item), tags)
                     self.write_search(cursor, key, moment, item)
         except (IntegrityError, OperationalError):
             pass  # another process filled them at the same moment
@@ -137,10 +138,10 @@ class CatalogView(SqlView):
     def clear_search(self, c: Any) -> None:
         raise NotImplementedError
 
-    def search_window(self, c: Any, query_words: list[str], where: str,
-                      params: list[Any]) -> list[search.Candidate]:
-        """At most `search.WINDOW + 1` listings matching every word and the filters (`where`, on `x`), the most
-        recent first."""
+    def search_tier(self, c: Any, tier: int, query: str, where: str, params: list[Any], below: int | None,
+                    limit: int) -> list[tuple[int, str]]:
+        """(seq, listing id) of at most `limit` listings of one tier of the ranking (`catalog_search.TIERS`) that
+        pass the filters (`where`, on `x`), newest write first, those before `below` only when given."""
         raise NotImplementedError
 
     def _fill_pairs(self) -> None:
@@ -185,9 +186,9 @@ class CatalogView(SqlView):
         The page's ids come from one index in the served order (the listings' own, by type, or by the first
         tag's or term's, the rarest of those asked), so reading a page costs the same however large the catalog;
         only the offset costs (the index entries skipped, never the listings), and a page in the second half is
-        read from the other end of the index, so the last page costs what the first does. With no tag or term,
-        one of them, or two tags, the total is a kept count; otherwise it counts the rarest one's listings that
-        have the others."""
+        read from the other end of the index, so the last page costs what the first does. With at most two tags
+        and terms, the total is a kept count; with more, it counts the rarest one's listings that have the
+        others."""
         tags, terms = tuple(dict.fromkeys(tags)), tuple(dict.fromkeys(terms))
         with self.datastore.transaction(commit=False) as c:
             def count(key: str) -> int:
@@ -216,7 +217,9 @@ class CatalogView(SqlView):
             where, extra = _exists(others)
             source += where
             params += extra
-            if others:
+            if len(others) == 1:  # a term and a tag, or two terms: their kept count
+                total = count(f"{type_key} {_with(f'{table}:{first}', ':'.join(others[0]))}".lstrip())
+            elif others:
                 c.execute(self.sql(f"SELECT COUNT(*) FROM {source}"), tuple(params))
                 total = int(values(c.fetchone())[0])
             order = "x.last_updated DESC, x.listing_id"
@@ -235,30 +238,35 @@ class CatalogView(SqlView):
 
     def search(self, query: str, kind: str | None, tags: tuple[str, ...], terms: tuple[str, ...], limit: int,
                after: search.Key | None = None) -> SearchPage:
-        """The listings matching every word of `query` and the filters, ranked (`catalog_search.ranked`), the
-        page after `after`. The engine finds the matches and returns the most recent `search.WINDOW`."""
+        """The listings matching every word of `query` and the filters, ranked, the page after `after`: each tier
+        read in the index's own order, as far as the page needs (`catalog_search.TIERS`)."""
         where, params = "", []
         if kind:
             where, params = " AND EXISTS (SELECT 1 FROM catalog_listings t WHERE t.listing_id = x.listing_id " \
                             "AND t.type = ?)", [kind]
         more, extra = _exists([("tag", t) for t in dict.fromkeys(tags)] + [("term", t) for t in dict.fromkeys(terms)])
         where, params = where + more, params + extra
+        first = after.tier if after is not None else 0
+        found: list[tuple[search.Key, str]] = []
         with self.datastore.transaction(commit=False) as c:
             cursor = Cursor(c, self)
-            window = self.search_window(cursor, search.words(query), where, params)
-            partial = len(window) > search.WINDOW
-            keyed = search.ranked(window[:search.WINDOW], query)
-            if after is not None:
-                keyed = [(k, found) for k, found in keyed if k.after(after)]
-            page = keyed[:limit]
+            for tier in search.TIERS[first:]:
+                below = after.seq if after is not None and tier == first else None
+                found += [(search.Key(tier, seq), listing)
+                          for seq, listing in self.search_tier(cursor, tier, query, where, params, below,
+                                                               limit + 1 - len(found))]
+                if len(found) > limit:
+                    break
+            page = found[:limit]
             served: dict[str, dict[str, Any]] = {}
             if page:
-                ids = [found.listing_id for _, found in page]
+                ids = [listing for _, listing in page]
                 rows = cursor.execute(f"SELECT listing_id, item FROM catalog_listings WHERE listing_id IN "
                                       f"({', '.join('?' for _ in ids)})", ids).fetchall()
                 served = {values(r)[0]: json.loads(values(r)[1]) for r in rows}
-        items = [served[found.listing_id] for _, found in page if found.listing_id in served]
-        return SearchPage(items, page[-1][0] if len(keyed) > limit else None, partial)
+        items = [served[listing] for _, listing in page if listing in served]
+        return SearchPage(items, page[-1][0] if len(found) > limit else None, False)
+
 
     def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any]]]:
         """(listing id, served item) of each listing `owner` (a client id, `merchant:<uuid>`) owns."""
@@ -280,15 +288,20 @@ class CatalogView(SqlView):
 
 class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
     tables = (*CatalogView.tables, *search.SQLITE_TABLES)
-    # The FTS rows' numbers are the index's own (a catalog filled from its items numbers them in another order
-    # than a replay of its events): what is indexed is compared, in catalog_search.
+    # Each listing's place in the index's order (its FTS rowid) is the index's own: a catalog filled from its
+    # items numbers them in another order than a replay of its events. What is indexed is compared, in
+    # catalog_search.
     not_from_events = ("catalog_search_rows",)
 
     def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
         self.delete_search(c, key)
-        c.execute("INSERT INTO catalog_search (listing_id, last_updated, title, tags, head, body) "
-                  "VALUES (?, ?, ?, ?, ?, ?)", (key, moment, *search.document(served).row()))
-        c.execute("INSERT INTO catalog_search_rows VALUES (?, last_insert_rowid())", (key,))
+        # The newest write takes the lowest rowid (one below the lowest): FTS5 reads a match in ascending rowid
+        # order far faster than in descending (which loads a long doclist whole), so newest first is ascending.
+        lowest = c.execute("SELECT rowid FROM catalog_search ORDER BY rowid LIMIT 1").fetchall()
+        row = (int(values(lowest[0])[0]) if lowest else 0) - 1
+        c.execute("INSERT INTO catalog_search (rowid, listing_id, last_updated, exact, head, every) "
+                  "VALUES (?, ?, ?, ?, ?, ?)", (row, key, moment, *search.sqlite_row(search.document(served))))
+        c.execute("INSERT INTO catalog_search_rows VALUES (?, ?)", (key, row))
 
     def clear_search(self, c: Any) -> None:
         c.execute("DELETE FROM catalog_search")
@@ -300,38 +313,43 @@ class SqliteCatalogView(CatalogView, SQLiteTrackingRecorder):
             c.execute("DELETE FROM catalog_search WHERE rowid = ?", (values(found[0])[0],))
             c.execute("DELETE FROM catalog_search_rows WHERE listing_id = ?", (key,))
 
-    def search_window(self, c: Any, query_words: list[str], where: str,
-                      params: list[Any]) -> list[search.Candidate]:
-        rows = c.execute(
-            "SELECT x.listing_id, x.last_updated, x.title, x.tags, x.head FROM catalog_search x "
-            f"WHERE catalog_search MATCH ?{where} "
-            "ORDER BY x.rowid DESC LIMIT ?", (search.sqlite_match(query_words), *params, search.WINDOW + 1)).fetchall()
-        return [search.Candidate(*values(r)) for r in rows]
+    def search_tier(self, c: Any, tier: int, query: str, where: str, params: list[Any], below: int | None,
+                    limit: int) -> list[tuple[int, str]]:
+        bound, bounds = (" AND x.rowid > ?", [-below]) if below is not None else ("", [])  # seq = -rowid
+        rows = c.execute(f"SELECT x.rowid, x.listing_id FROM catalog_search x WHERE catalog_search MATCH ?{bound}"
+                         f"{where} ORDER BY x.rowid LIMIT ?",
+                         (search.sqlite_match(tier, query), *bounds, *params, limit)).fetchall()
+        return [(-int(values(r)[0]), values(r)[1]) for r in rows]
 
 
 class PostgresCatalogView(CatalogView, PostgresTrackingRecorder):
     paramstyle = "format"
     tables = (*CatalogView.tables, *search.POSTGRES_TABLES)
+    not_from_events = ("catalog_search_rows",)  # as on SQLite
 
     def write_search(self, c: Any, key: str, moment: str, served: dict[str, Any]) -> None:
         self.delete_search(c, key)
-        c.execute("INSERT INTO catalog_search (listing_id, last_updated, title, tags, head, body) "
-                  "VALUES (?, ?, ?, ?, ?, ?)", (key, moment, *search.document(served).row()))
+        c.execute("INSERT INTO catalog_search (listing_id, last_updated, exact, head, body) VALUES (?, ?, ?, ?, ?)",
+                  (key, moment, *search.document(served).row()))
+        c.execute("INSERT INTO catalog_search_rows SELECT ?, COALESCE(MAX(row), 0) + 1 FROM catalog_search_rows",
+                  (key,))
 
     def delete_search(self, c: Any, key: str) -> None:
         c.execute("DELETE FROM catalog_search WHERE listing_id = ?", (key,))
+        c.execute("DELETE FROM catalog_search_rows WHERE listing_id = ?", (key,))
 
     def clear_search(self, c: Any) -> None:
         c.execute("DELETE FROM catalog_search")
+        c.execute("DELETE FROM catalog_search_rows")
 
-    def search_window(self, c: Any, query_words: list[str], where: str,
-                      params: list[Any]) -> list[search.Candidate]:
-        rows = c.execute(
-            "SELECT x.listing_id, x.last_updated, x.title, x.tags, x.head FROM catalog_search x "
-            f"WHERE x.document @@ websearch_to_tsquery('simple', ?){where} "
-            "ORDER BY x.last_updated DESC, x.listing_id LIMIT ?", (" ".join(query_words), *params,
-                                                                    search.WINDOW + 1)).fetchall()
-        return [search.Candidate(*values(r)) for r in rows]
+    def search_tier(self, c: Any, tier: int, query: str, where: str, params: list[Any], below: int | None,
+                    limit: int) -> list[tuple[int, str]]:
+        bound, bounds = (" AND o.row < ?", [below]) if below is not None else ("", [])
+        rows = c.execute("SELECT o.row, x.listing_id FROM catalog_search x JOIN catalog_search_rows o ON "
+                         f"o.listing_id = x.listing_id WHERE {search.postgres_match(tier)}{bound}{where} "
+                         "ORDER BY o.row DESC LIMIT ?",
+                         (*search.postgres_params(tier, query), *bounds, *params, limit)).fetchall()
+        return [(int(values(r)[0]), values(r)[1]) for r in rows]
 
 
 class CatalogProjection(Projection[CatalogView]):
@@ -355,7 +373,7 @@ class CatalogProjection(Projection[CatalogView]):
             c.execute("INSERT INTO catalog_listings VALUES (?, ?, ?, ?, ?, ?, ?)",
                       (key, e.resource, e.method, details.type, moment, True, json.dumps(served)))
             _write_tags(c, key, details.type, moment, details.tags)
-            _write_terms(c, key, details.type, moment, search.terms(served))
+            _write_terms(c, key, details.type, moment, search.terms(served), details.tags)
             self.view.write_search(c, key, moment, served)
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
 
@@ -365,13 +383,13 @@ class CatalogProjection(Projection[CatalogView]):
         with self.view.tracked(tracking) as c:
             resource = values(c.execute("SELECT resource FROM catalog_listings WHERE listing_id = ?",
                                          (key,)).fetchone())[0]
-            _delete_tags(c, key)
             _delete_terms(c, key)
+            _delete_tags(c, key)
             served = item(resource, e.owner, details, e.offers, e.verified_at)
             c.execute("UPDATE catalog_listings SET type = ?, last_updated = ?, item = ? WHERE listing_id = ?",
                       (details.type, moment, json.dumps(served), key))
             _write_tags(c, key, details.type, moment, details.tags)
-            _write_terms(c, key, details.type, moment, search.terms(served))
+            _write_terms(c, key, details.type, moment, search.terms(served), details.tags)
             self.view.write_search(c, key, moment, served)
             c.execute("DELETE FROM catalog_owners WHERE listing_id = ?", (key,))
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
@@ -389,8 +407,8 @@ class CatalogProjection(Projection[CatalogView]):
     @process_event.register
     def _(self, e: DiscoveryListing.Delisted, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
-            _delete_tags(c, str(e.originator_id))
             _delete_terms(c, str(e.originator_id))
+            _delete_tags(c, str(e.originator_id))
             self.view.delete_search(c, str(e.originator_id))
             for table in ("catalog_owners", "catalog_listings"):
                 c.execute(f"DELETE FROM {table} WHERE listing_id = ?", (str(e.originator_id),))
@@ -419,21 +437,37 @@ def _delete_tags(c: Any, key: str) -> None:
     _count(c, kind, tags, -1)
 
 
-def _write_terms(c: Any, key: str, kind: str, moment: str, terms: list[str]) -> None:
-    """A listing's filter terms in their order, and in the kept counts (`term:<t>`, `type:<k> term:<t>`)."""
+def _write_terms(c: Any, key: str, kind: str, moment: str, terms: list[str], tags: tuple[str, ...]) -> None:
+    """A listing's filter terms in their order, and in the kept counts: each term's (`term:<t>`) and each pair's of
+    a term and another term or a tag (`with:<a>|<b>`), each also with the type, so that a query with two filters
+    reads its total as one with a tag or two does."""
     for term in terms:
         c.execute("INSERT INTO catalog_terms VALUES (?, ?, ?, ?)", (term, key, kind, moment))
-        for counted in (f"term:{term}", f"type:{kind} term:{term}"):
-            c.execute(UPSERT_COUNT, (counted, 1))
+    _count_terms(c, kind, terms, tags, +1)
 
 
 def _delete_terms(c: Any, key: str) -> None:
-    """Undo `_write_terms` for a listing (before it changes or leaves)."""
-    found = c.execute("SELECT term, type FROM catalog_terms WHERE listing_id = ?", (key,)).fetchall()
-    for term, kind in (values(r) for r in found):
-        for counted in (f"term:{term}", f"type:{kind} term:{term}"):
-            c.execute(UPSERT_COUNT, (counted, -1))
+    """Undo `_write_terms` for a listing (before it changes or leaves, and before `_delete_tags`)."""
+    found = [values(r) for r in c.execute("SELECT term, type FROM catalog_terms WHERE listing_id = ?",
+                                          (key,)).fetchall()]
+    if found:
+        tags = tuple(values(r)[0] for r in c.execute("SELECT tag FROM catalog_tags WHERE listing_id = ?",
+                                                      (key,)).fetchall())
+        _count_terms(c, found[0][1], [term for term, _ in found], tags, -1)
     c.execute("DELETE FROM catalog_terms WHERE listing_id = ?", (key,))
+
+
+def _count_terms(c: Any, kind: str, terms: list[str], tags: tuple[str, ...], delta: int) -> None:
+    keys = [f"term:{t}" for t in terms]
+    pairs = [_with(a, b) for i, a in enumerate(keys) for b in [*keys[i + 1:], *(f"tag:{t}" for t in tags)]]
+    for counted in (*keys, *pairs):
+        for typed in (counted, f"type:{kind} {counted}"):
+            c.execute(UPSERT_COUNT, (typed, delta))
+
+
+def _with(a: str, b: str) -> str:
+    """The count key of two filters (`tag:<t>` or `term:<t>`; neither holds a `|`), in code-point order."""
+    return "with:" + "|".join(sorted((a, b)))
 
 
 def _exists(keys: list[tuple[str, str]]) -> tuple[str, list[str]]:

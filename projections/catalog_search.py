@@ -3,8 +3,9 @@ listing's row, read by `GET /discovery/search` and the filtered `GET /discovery/
 
 Matching is the store's own full-text engine: SQLite FTS5 on the embedded default, PostgreSQL `tsvector` with a
 GIN index and `websearch_to_tsquery` on production. Both are given the same words: a listing's text is split into
-words here (`words`), once, so the two engines index, and a query matches, exactly the same words. The engine
-returns the most recent matches (a window of at most `WINDOW`); `rank` orders that window, the same on both.
+words here (`words`), once, so the two engines index, and a query matches, exactly the same words. The ranking is
+three tiers, each one query of the engine in the index's own order (`seq`, the newest write first), so a page
+costs the same however many listings match: `TIERS`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-WINDOW = 1000  # the matches ranked per query; more and the answer says `partialResults`
 MAX_QUERY_CHARS = 200
 MAX_QUERY_WORDS = 10
 MAX_SCHEMA_NAMES = 200  # field names taken from one schema (a schema is at most 4096 bytes anyway)
@@ -54,17 +54,21 @@ def normal(text: str) -> str:
 
 @dataclass(frozen=True)
 class Document:
-    """What the index holds for one listing: the exact title and tags (for the exact-match rank), the heading's
-    words (title and tags) and the body's (description, the URL's host and path, the provider's name, the input
-    and output schema's field names)."""
+    """What the index holds for one listing: `exact`, one token per tag and for the whole title (the exact-match
+    tier); `head`, the words of the title and tags; `body`, the words of the description, the URL's host and path,
+    the provider's name and the input and output schemas' field names."""
 
-    title: str
-    tags: str  # comma-separated (a tag has no comma)
+    exact: str
     head: str
     body: str
 
-    def row(self) -> tuple[str, str, str, str]:
-        return self.title, self.tags, self.head, self.body
+    def row(self) -> tuple[str, str, str]:
+        return self.exact, self.head, self.body
+
+
+def exact_token(text: str) -> str:
+    """One word standing for a whole tag, title or query (compared lowercased, spacing collapsed)."""
+    return "x" + hashlib.sha256(normal(text).encode()).hexdigest()[:24]
 
 
 def document(item: dict[str, Any]) -> Document:
@@ -79,8 +83,8 @@ def document(item: dict[str, Any]) -> Document:
         names.extend(_field_names((schema.get("output") or {}).get("schema")))
     body = [str(metadata.get("description") or ""), url.hostname or "", url.path, str(provider.get("name") or ""),
             *names[:MAX_SCHEMA_NAMES]]
-    head = words(" ".join([title, *tags]))
-    return Document(normal(title), ",".join(tags), " ".join(head), " ".join(words(" ".join(body))))
+    exact = dict.fromkeys(exact_token(t) for t in [title, *tags] if normal(t))
+    return Document(" ".join(exact), " ".join(words(" ".join([title, *tags]))), " ".join(words(" ".join(body))))
 
 
 def _field_names(schema: Any) -> Iterable[str]:
@@ -105,58 +109,32 @@ def terms(item: dict[str, Any]) -> list[str]:
 
 # -- ranking --------------------------------------------------------------------------------------------------
 
+# 0: the query is one of the tags or the whole title; 1: every word is in the title or tags; 2: every word is found,
+# some elsewhere. Within a tier, the most recently written listing first (`seq`).
+TIERS = (0, 1, 2)
+
 
 @dataclass(frozen=True)
-class Candidate:
-    listing_id: str
-    last_updated: str
-    title: str
-    tags: str
-    head: str
-
-    def rank(self, query: str, asked: list[str]) -> Key:
-        """0: the query is one of the tags or the whole title; 1: every word is in the title or tags; 2: the words
-        are found elsewhere too. Then most recently updated first, then by id, as the list orders."""
-        if query in self.tags.split(",") or query == self.title:
-            tier = 0
-        elif set(asked) <= set(self.head.split()):
-            tier = 1
-        else:
-            tier = 2
-        return Key(tier, self.last_updated, self.listing_id)
-
-
-@dataclass(frozen=True, order=False)
 class Key:
     """A place in a search's ranking; as a cursor (`token`), tied to the search it came from (`fingerprint`)."""
 
     tier: int
-    last_updated: str
-    listing_id: str
+    seq: int
 
     def token(self, fingerprint: str) -> str:
-        text = json.dumps([self.tier, self.last_updated, self.listing_id, fingerprint], separators=(",", ":"))
+        text = json.dumps([self.tier, self.seq, fingerprint], separators=(",", ":"))
         return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
     @classmethod
     def from_token(cls, token: str, fingerprint: str) -> Key:
         """The place a cursor names; ValueError when it is not one, or is another search's."""
         try:
-            tier, moment, listing, of = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            tier, seq, of = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         except (ValueError, TypeError, binascii.Error):
             raise ValueError("not a cursor") from None
-        if of != fingerprint or not isinstance(tier, int) or not isinstance(moment, str) or \
-                not isinstance(listing, str):
+        if of != fingerprint or tier not in TIERS or not isinstance(seq, int) or isinstance(seq, bool):
             raise ValueError("not a cursor of this search")
-        return cls(tier, moment, listing)
-
-    def after(self, other: Key) -> bool:
-        """Whether this key is ranked after `other`."""
-        if self.tier != other.tier:
-            return self.tier > other.tier
-        if self.last_updated != other.last_updated:
-            return self.last_updated < other.last_updated
-        return self.listing_id > other.listing_id
+        return cls(tier, seq)
 
 
 def fingerprint(query: str, filters: str) -> str:
@@ -164,32 +142,56 @@ def fingerprint(query: str, filters: str) -> str:
     return hashlib.sha256(f"{' '.join(words(query))}|{normal(query)}|{filters}".encode()).hexdigest()[:16]
 
 
-def ranked(candidates: list[Candidate], query: str) -> list[tuple[Key, Candidate]]:
-    asked = words(query)
-    keyed = [(c.rank(normal(query), asked), c) for c in candidates]
-    keyed.sort(key=lambda kc: kc[0].listing_id)
-    keyed.sort(key=lambda kc: kc[0].last_updated, reverse=True)
-    keyed.sort(key=lambda kc: kc[0].tier)
-    return keyed
-
-
 # -- the two engines' SQL -------------------------------------------------------------------------------------
 
 SQLITE_TABLES = (
+    # Three kinds of token, apart so that no tier needs a column filter (FTS5 reads a filtered column's positions
+    # out of every match of the word, whatever the column): `x…` exact tokens, `h<word>` the title's and tags'
+    # words, `w<word>` every word. A query's words are prefixed alike, so nothing typed matches another kind.
     "CREATE VIRTUAL TABLE IF NOT EXISTS catalog_search USING fts5(listing_id UNINDEXED, last_updated UNINDEXED, "
-    "title UNINDEXED, tags UNINDEXED, head, body, tokenize = 'unicode61')",
-    # The FTS row of each listing (FTS5 finds a row by its rowid only); a newer change gets a higher rowid.
+    "exact, head, every, tokenize = 'unicode61')",
+    # The FTS row of each listing (FTS5 finds a row by its rowid only). Each write takes the next lower rowid, so
+    # the index's ascending order is the newest write first; a listing's `seq` is minus its rowid.
     "CREATE TABLE IF NOT EXISTS catalog_search_rows (listing_id TEXT PRIMARY KEY, row INTEGER NOT NULL)",
 )
+
+
+def sqlite_row(doc: Document) -> tuple[str, str, str]:
+    """A document as SQLite's index holds it (`SQLITE_TABLES`)."""
+    head = doc.head.split()
+    return doc.exact, " ".join(f"h{w}" for w in head), " ".join(f"w{w}" for w in dict.fromkeys(
+        [*head, *doc.body.split()]))
+
+
+def sqlite_match(tier: int, query: str) -> str:
+    """The FTS5 expression of a tier: every word quoted (each a run of letters and digits)."""
+    asked, exact = words(query), f'"{exact_token(query)}"'
+    head, every = " ".join(f'"h{w}"' for w in asked), " ".join(f'"w{w}"' for w in asked)
+    return (exact, f"({head}) NOT {exact}", f"({every}) NOT ({head}) NOT {exact}")[tier]
+
+
 POSTGRES_TABLES = (
     "CREATE TABLE IF NOT EXISTS catalog_search (listing_id TEXT PRIMARY KEY, last_updated TEXT NOT NULL, "
-    "title TEXT NOT NULL, tags TEXT NOT NULL, head TEXT NOT NULL, body TEXT NOT NULL, "
+    "exact TEXT NOT NULL, head TEXT NOT NULL, body TEXT NOT NULL, "
+    "exact_vector tsvector GENERATED ALWAYS AS (to_tsvector('simple', exact)) STORED, "
+    "head_vector tsvector GENERATED ALWAYS AS (to_tsvector('simple', head)) STORED, "
     "document tsvector GENERATED ALWAYS AS (to_tsvector('simple', head || ' ' || body)) STORED)",
     "CREATE INDEX IF NOT EXISTS catalog_search_document ON catalog_search USING GIN (document)",
-    "CREATE INDEX IF NOT EXISTS catalog_search_order ON catalog_search (last_updated DESC, listing_id)",
+    "CREATE INDEX IF NOT EXISTS catalog_search_head ON catalog_search USING GIN (head_vector)",
+    "CREATE INDEX IF NOT EXISTS catalog_search_exact ON catalog_search USING GIN (exact_vector)",
+    # Each listing's `seq`, as SQLite's FTS rowid is: each write takes the next number (the largest plus one).
+    "CREATE TABLE IF NOT EXISTS catalog_search_rows (listing_id TEXT PRIMARY KEY, row BIGINT NOT NULL UNIQUE)",
 )
 
 
-def sqlite_match(query_words: list[str]) -> str:
-    """An FTS5 expression: every word (each a run of letters and digits, quoted), in any indexed column."""
-    return " ".join(f'"{w}"' for w in query_words)
+def postgres_match(tier: int) -> str:
+    """The tsquery condition of a tier on `x`; its parameters are `postgres_params(tier, query)`."""
+    return ("x.exact_vector @@ to_tsquery('simple', ?)",
+            "x.head_vector @@ websearch_to_tsquery('simple', ?) AND NOT x.exact_vector @@ to_tsquery('simple', ?)",
+            "x.document @@ websearch_to_tsquery('simple', ?) AND NOT x.head_vector @@ websearch_to_tsquery("
+            "'simple', ?) AND NOT x.exact_vector @@ to_tsquery('simple', ?)")[tier]
+
+
+def postgres_params(tier: int, query: str) -> tuple[str, ...]:
+    every, exact = " ".join(words(query)), exact_token(query)
+    return ((exact,), (every, exact), (every, every, exact))[tier]

@@ -10,7 +10,8 @@ in the machine's load hits every store alike:
 - verify: `--requests` distinct, really signed payments from `--concurrency` clients (`interfaces.cli.bench.drive`);
 - discovery: `GET /discovery/resources` queries of each kind (no filter, a type, a common tag, a rare tag, two
   tags, a type and a tag), every request a distinct query (its own offset, below 200), so none is answered from
-  the 60-second cache: the catalog is read every time; and a few requests for the last page (`deep`).
+  the 60-second cache: the catalog is read every time; a few requests for the last page (`deep`); and
+  `GET /discovery/search` queries of each kind in `SEARCHES` (one or two words, common or rare), each distinct too.
 
 Each line prints p50 and p99 (ms) and the 1-minute load average; the summary gives each store's medians over the
 rounds. Exit status 1 if any verify was not `200 valid` or any query not `200`.
@@ -36,6 +37,7 @@ from urllib.parse import urlencode
 from solders.hash import Hash
 from solders.keypair import Keypair
 
+from domain.networks import DEVNET
 from interfaces.adapters.signers import read_keypair
 from interfaces.cli.bench import Report, drive, faucet, rpc, run_clients, sign_payments
 from interfaces.cli.bench_load import TAGS
@@ -58,7 +60,7 @@ FILTERED: dict[str, dict[str, Any]] = {
     "network+tag": {"terms": ("network:{devnet}",), "tags": TAGS[2]},
 }
 SEARCHES = {
-    "1 word": "benchmark",  # in every listing's description: the window is full, the answer partial
+    "1 word": "benchmark",  # in every listing's description: 100,000 matches
     "1 rare word": "{n}",  # a listing's number: in its title, description and path
     "1 word tag": TAGS[1],  # a tag: the exact-match tier
     "2 words": "synthetic benchmark",
@@ -226,6 +228,13 @@ def run(args: argparse.Namespace) -> int:
                                  for o in offsets]
                         load = os.getloadavg()[0]
                         runs.append(_line(stack, kind, _queries(stack, paths, args.query_concurrency), load))
+                    for kind, words in SEARCHES.items():
+                        net = {"network": DEVNET.caip2} if kind.endswith("+net") else {}
+                        queries = [{"query": search_words(words, round_, n, args), **net} for n in range(args.queries)]
+                        paths = [f"/discovery/search?{urlencode(q)}" for q in queries]
+                        load = os.getloadavg()[0]
+                        runs.append(_line(stack, f"search {kind}", _queries(stack, paths, args.query_concurrency),
+                                          load))
                     deep = [f"/discovery/resources?{urlencode({'offset': max(stack['listings'] - 20 - n, 0)})}"
                             for n in range(round_ * 10, round_ * 10 + 10)]
                     load = os.getloadavg()[0]
@@ -294,9 +303,15 @@ def _direct(stores: list[tuple[str, str, str]], args: argparse.Namespace) -> int
     return 0
 
 
+def search_words(words: str, round_: int, n: int, args: argparse.Namespace) -> str:
+    """Query `n` of a round: `{n}` a number of its own, and as many `!` before and `.` after as make it a query of
+    its own (the search ignores them; the 60-second cache's key does not), so none is answered from the cache."""
+    number = round_ * args.queries + n
+    return f"{'!' * (number % 50)}{words.format(n=number * 7919 % 100_000)}{'.' * (number // 50 % 100)}"
+
+
 def _direct_search(label: str, view: Any, round_: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     """The filtered list pages and the searches, each `--queries` times."""
-    from domain.networks import DEVNET
     from projections.catalog import list_resources, search_resources
 
     found = view.rows("SELECT term FROM catalog_terms WHERE term LIKE ? ORDER BY term LIMIT 1", ("payTo:%",))
@@ -311,7 +326,7 @@ def _direct_search(label: str, view: Any, round_: int, args: argparse.Namespace)
     for kind, words in SEARCHES.items():
         terms = (f"network:{DEVNET.caip2}",) if kind.endswith("+net") else ()
         timed.append((f"search {kind}", lambda n, words=words, terms=terms: search_resources(
-            view, words.format(n=(round_ * args.queries + n) * 7919 % 100_000), terms=terms, limit=20)))
+            view, search_words(words, round_, n, args), terms=terms, limit=20)))
     for kind, query in timed:
         report = Report("discovery", args.queries, 1, 0.0)
         load, started = os.getloadavg()[0], time.perf_counter()

@@ -217,3 +217,37 @@ def test_log_out_everywhere_ends_the_other_browsers_session(site, browser):
     shot(here, "12-logged-out-everywhere")
     there.goto(console_url + "/keys")
     assert there.url.endswith("/login")
+
+
+def test_merchant_searches_the_catalog_from_the_discovery_page_and_pages_the_results(site, browser, monkeypatch):
+    from projections.catalog import CatalogProjection
+    from projections.runner import catch_up
+    from tests.discovery_listings import LISTINGS, SEARCHES, seed
+
+    gateway, _, console_url = site
+    seed(gateway.container.listings)
+    catch_up(gateway.container.listings, CatalogProjection(gateway.container.catalog))
+    monkeypatch.setattr("interfaces.http.console.pages.SEARCH_PAGE", 3)
+    names = {resource: name for name, (resource, *_) in LISTINGS.items()}
+    page = browser.new_page()
+    log_in(page, console_url)
+    page.get_by_role("link", name="Discovery").click()
+
+    def shown() -> list[str]:
+        return [names[text.split(" ", 1)[1]] for text in page.locator("#search-results td.mono").all_inner_texts()
+                if text.startswith("GET ")]
+
+    # Nothing typed: refused beside the field; then a word: the best matches first, three a page
+    page.get_by_label("Words to find").fill("-- !!")
+    page.get_by_role("button", name="Search").click()
+    assert "give at least one word" in page.locator("#query-error").inner_text()
+    page.get_by_label("Words to find").fill("weather")
+    page.get_by_role("button", name="Search").click()
+    first = shown()
+    shot(page, "11-discovery-search")
+    page.get_by_role("link", name="Next results").click()
+    assert first + shown() == SEARCHES["weather"] and page.get_by_label("Words to find").input_value() == "weather"
+    assert page.get_by_role("link", name="Next results").count() == 0
+    page.get_by_label("Words to find").fill("xyzzy nonsense")
+    page.get_by_role("button", name="Search").click()
+    assert "Nothing in the catalog matches" in page.locator("#search-summary").inner_text()

@@ -62,7 +62,7 @@ def test_a_row_changed_by_hand_is_reported_and_the_exit_status_is_1(workload, ca
         c.execute(gateway.container.accounts.sql("DELETE FROM accounts_merchants WHERE name = ?"), ("globex",))
     catalog = gateway.container.catalog  # the search index is a read model like the others (SQLite's is FTS5)
     with catalog.datastore.transaction(commit=True) as c:
-        c.execute(catalog.sql("UPDATE catalog_search SET body = ?"), ("tampered",))
+        c.execute(catalog.sql("UPDATE catalog_search SET head = ?"), ("tampered",))
     volume = gateway.container.payment_volume
     with volume.datastore.transaction(commit=True) as c:
         c.execute(volume.sql("UPDATE payment_volume_buckets SET settled = settled + 1 WHERE span = ?"), ("day",))

@@ -349,8 +349,7 @@ class DiscoveryPage(Page):
         except ValueError:
             return {"query": query, "search_error": "that page of results belongs to another search"}
         page = search_resources(self._c.catalog, query, limit=SEARCH_PAGE, after=after)
-        return {"query": query, "results": page.items, "partial": page.partial,
-                "next": page.cursor.token(searched) if page.cursor else None}
+        return {"query": query, "results": page.items, "next": page.cursor.token(searched) if page.cursor else None}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         enabled = form_of(req).get("enabled")

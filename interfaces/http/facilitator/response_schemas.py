@@ -91,7 +91,8 @@ class DiscoverySearchResponseSchema(Schema):
     x402_version = fields.Integer(required=True, data_key="x402Version", validate=validate.Equal(X402_VERSION))
     resources = fields.List(fields.Nested(DiscoveryItemSchema), required=True)
     partial_results = fields.Boolean(required=True, data_key="partialResults", metadata={
-        "description": "true when more listings matched than were ranked: narrow the query or filter"})
+        "description": "whether the answer was cut; always false here: every match is reachable through the "
+                       "cursor"})
     pagination = fields.Nested(SearchPaginationSchema, required=True)
 
 
