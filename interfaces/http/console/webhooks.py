@@ -241,4 +241,5 @@ def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
         return
     mount(app, (WebhooksResource, ReplayResource, WebhookResource, RotateResource, TestEventResource,
                 DeliveriesResource, ResendResource), c)
+    env.globals["sandbox"] = c.sandbox  # the URL field says what the sandbox also allows (http://localhost)
     mount(app, (WebhooksPage, WebhookPage, ReplayPage, ResendPage, WebhookActionPage), c, env)
