@@ -45,10 +45,11 @@ def test_merchant_adds_a_webhook_tests_it_resends_it_and_a_410_disables_it(site,
     page = browser.new_page()
     log_in(page, console_url)
     page.get_by_role("link", name="Webhooks").click()
-    page.get_by_label("URL (https://, or http://localhost in the sandbox)").fill("http://hooks.acme.com/paywarden")  # plain http: refused
+    url_field = page.get_by_label("URL (https://, or http://localhost in the sandbox)")
+    url_field.fill("http://hooks.acme.com/paywarden")  # plain http: refused
     page.get_by_role("button", name="Add endpoint").click()
     assert "https" in page.locator("#e-url").inner_text()
-    page.get_by_label("URL (https://, or http://localhost in the sandbox)").fill(receiver.url)
+    url_field.fill(receiver.url)
     page.get_by_label("payment.approved").check()
     page.get_by_role("button", name="Add endpoint").click()
     secret = page.get_by_label("The signing secret").input_value()
