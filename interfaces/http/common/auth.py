@@ -58,9 +58,6 @@ class Authenticator:
             capabilities=frozenset(Capability(n, SCHEME_EXACT, NETWORKS[n].usdc_mint) for n in served),
         )
 
-    def client(self, req: falcon.Request) -> Client:
-        return self.identify(req)[0]
-
     def identify(self, req: falcon.Request) -> tuple[Client, str | None]:
         """The client, and the SHA-256 of the API key it authenticated with (None for the anonymous identity)."""
         header = req.get_header("Authorization")
