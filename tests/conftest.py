@@ -105,6 +105,13 @@ def sandbox():
     return Sandbox()
 
 
+# A `gateway` test runs on all three stores below unless it names fewer (pytest's `parametrize(..., indirect=True)`
+# overrides the fixture's params); docs/testing.md says which tests take which.
+EMBEDDED = pytest.mark.parametrize("store", ["embedded"], indirect=True)  # decided before any store or chain
+STORES = pytest.mark.parametrize("store", ["embedded", "postgres+redis"], indirect=True)  # the store, not the chain
+CHAINS = pytest.mark.parametrize("store", ["embedded", "embedded+rpc"], indirect=True)  # the chain, not the store
+
+
 @pytest.fixture(params=["embedded", "embedded+rpc", "postgres+redis"])
 def store(request: pytest.FixtureRequest) -> dict[str, str]:
     """The stores a gateway runs on: the embedded default (SQLite, in-process locks and cache), and PostgreSQL
