@@ -18,9 +18,15 @@ from tests.webhook_receiver import start_receiver
 EVENTS = 12
 
 
+def failed_cycles(caplog: pytest.LogCaptureFixture) -> int:
+    """Rounds of the delivery worker's loop that failed (it logs each one, then backs off)."""
+    return sum(r.name == "paywarden.webhooks" and r.getMessage().startswith("webhook worker cycle failed")
+               for r in caplog.records)
+
+
 @pytest.mark.postgres
 @pytest.mark.redis
-def test_postgres_cut_and_redis_stopped_mid_run_lose_no_event(tmp_path, postgres_url):
+def test_postgres_cut_and_redis_stopped_mid_run_lose_no_event(tmp_path, postgres_url, caplog):
     host_port, dbname = postgres_url.split("@", 1)[1].split("/", 1)
     host, port = host_port.split(":")
     receiver, server = start_receiver(tmp_path)
@@ -45,9 +51,12 @@ def test_postgres_cut_and_redis_stopped_mid_run_lose_no_event(tmp_path, postgres
             thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
             thread.start()
             receiver.wait_for(3, timeout=30)
+            failed_before = failed_cycles(caplog)
             proxy.cut()  # PostgreSQL gone mid-run: attempts finish but cannot be recorded
             at_cut = len(receiver.deliveries)
-            threading.Event().wait(3)
+            # Two rounds of the worker's loop have met the outage (and backed off): it tried to claim and could not.
+            wait_until(lambda: failed_cycles(caplog) >= failed_before + 2, timeout=30,
+                       what="two worker rounds failed on the cut database")
             assert len(receiver.deliveries) <= at_cut + 2  # nothing more is claimed while the database is down
             proxy.restore()
             wait_until(lambda: {d.headers["webhook-id"] for d in receiver.deliveries} >= expected, timeout=60,
