@@ -145,13 +145,23 @@ def decode(b64: str) -> bytes:
 
 
 @pytest.fixture
-def postgres_url():
-    """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down)."""
-    from tests.services import drop_postgres_database, fresh_postgres_database
+def postgres_url(postgres_drops):
+    """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down); dropped
+    after the test, in the background (tests/services.py LaterDrops)."""
+    from tests.services import fresh_postgres_database
 
     url = fresh_postgres_database()
     yield url
-    drop_postgres_database(url)
+    postgres_drops.drop(url)
+
+
+@pytest.fixture(scope="session")
+def postgres_drops():
+    """The session's background drops of test databases; all of them done before the session ends."""
+    from tests.services import LATER
+
+    yield LATER
+    LATER.finish()
 
 
 @pytest.fixture
