@@ -105,6 +105,13 @@ def sandbox():
     return Sandbox()
 
 
+# A `gateway` test runs on all three stores below unless it names fewer (pytest's `parametrize(..., indirect=True)`
+# overrides the fixture's params); docs/testing.md says which tests take which.
+EMBEDDED = pytest.mark.parametrize("store", ["embedded"], indirect=True)  # decided before any store or chain
+STORES = pytest.mark.parametrize("store", ["embedded", "postgres+redis"], indirect=True)  # the store, not the chain
+CHAINS = pytest.mark.parametrize("store", ["embedded", "embedded+rpc"], indirect=True)  # the chain, not the store
+
+
 @pytest.fixture(params=["embedded", "embedded+rpc", "postgres+redis"])
 def store(request: pytest.FixtureRequest) -> dict[str, str]:
     """The stores a gateway runs on: the embedded default (SQLite, in-process locks and cache), and PostgreSQL
@@ -138,13 +145,23 @@ def decode(b64: str) -> bytes:
 
 
 @pytest.fixture
-def postgres_url():
-    """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down)."""
-    from tests.services import drop_postgres_database, fresh_postgres_database
+def postgres_url(postgres_drops):
+    """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down); dropped
+    after the test, in the background (tests/services.py LaterDrops)."""
+    from tests.services import fresh_postgres_database
 
     url = fresh_postgres_database()
     yield url
-    drop_postgres_database(url)
+    postgres_drops.drop(url)
+
+
+@pytest.fixture(scope="session")
+def postgres_drops():
+    """The session's background drops of test databases; all of them done before the session ends."""
+    from tests.services import LATER
+
+    yield LATER
+    LATER.finish()
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from interfaces.cli.main import main
 from tests.e2e.conftest import free_port
+from tests.faults import wait_until
 from tests.webhook_receiver import start_receiver
 
 
@@ -46,6 +46,8 @@ def test_serve_starts_the_webhook_worker_and_stops_it(tmp_path, monkeypatch, cap
         assert serve.wait(60) == 0
         server.shutdown()
         server.server_close()
-    time.sleep(0.5)
-    left = subprocess.run(["pgrep", "-s", str(serve.pid)], capture_output=True, text=True).stdout.split()
-    assert left == []
+
+    def left() -> list[str]:
+        return subprocess.run(["pgrep", "-s", str(serve.pid)], capture_output=True, text=True).stdout.split()
+
+    wait_until(lambda: left() == [], timeout=5, what="no process left in serve's session")

@@ -87,6 +87,15 @@ def wait_for_library(pid: int, name: str, timeout: float = 60) -> None:
     pytest.fail(f"{name} never loaded")
 
 
+def wait_for_file(path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        time.sleep(0.005)
+    pytest.fail(f"{path} never written")
+
+
 def wait_for_line(stream, needle: str, timeout: float = 90) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -107,8 +116,8 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
     try:
         if moment == "importing":  # past Python's own start-up (site), inside `interfaces.cli.main`'s imports
             wait_for_library(process.pid, "_decimal")
-        elif moment == "starting":
-            time.sleep(1.5)
+        elif moment == "starting":  # past its imports: writing the sandbox's keypairs, before any child starts
+            wait_for_file(tmp_path / "merchant-wallet.json")
         elif moment == "gunicorn-booting":
             wait_for_line(process.stderr, "Starting gunicorn")
         else:

@@ -23,7 +23,7 @@ from interfaces.http.facilitator.app import create_app
 from interfaces.runtime.workers import catch_up_all
 from projections.catalog import CatalogProjection, SqliteCatalogView, list_resources, rebuild
 from projections.runner import catch_up
-from tests.conftest import Gateway, make_gateway
+from tests.conftest import EMBEDDED, STORES, Gateway, make_gateway
 
 URL = "https://api.weather.example.com/forecast"
 INFO = {
@@ -120,6 +120,7 @@ def public(tmp_path, sandbox) -> Discovery:
 # -- registration ------------------------------------------------------------------------------------------------
 
 
+@STORES
 def test_a_verify_with_bazaar_from_a_registered_key_lists_title_tags_and_provider(discovery):
     verified = discovery.pay()
     assert verified.status_code == 200 and verified.json["isValid"] is True
@@ -149,6 +150,7 @@ def test_a_verify_with_bazaar_from_a_registered_key_lists_title_tags_and_provide
     assert "ops@acme.example.com" not in str(page) and "undocumented" not in str(page)
 
 
+@STORES
 def test_the_same_from_the_anonymous_identity_is_listed_without_title_tags_or_provider(discovery):
     assert discovery.pay(anonymous=True).json["isValid"] is True
     discovery.project()
@@ -158,6 +160,7 @@ def test_the_same_from_the_anonymous_identity_is_listed_without_title_tags_or_pr
     assert discovery.listings.get_listing(URL, "GET").owner == "anonymous"
 
 
+@STORES
 def test_a_second_verification_with_changed_metadata_updates_the_item_and_last_updated(discovery):
     discovery.pay()
     discovery.project()
@@ -173,6 +176,7 @@ def test_a_second_verification_with_changed_metadata_updates_the_item_and_last_u
     assert discovery.catalog(tags="pro")["pagination"]["total"] == 1
 
 
+@STORES
 def test_a_merchant_who_disables_discovery_has_a_listing_that_stops_changing(discovery, monkeypatch):
     discovery.pay()
     discovery.project()
@@ -196,6 +200,7 @@ def test_a_merchant_who_disables_discovery_has_a_listing_that_stops_changing(dis
     assert [type(e).__name__ for e in history] == ["Registered", "Disabled", "Enabled", "MetadataUpdated"]
 
 
+@STORES
 def test_a_rejected_payment_lists_nothing(discovery):
     body = discovery.body()
     body["paymentRequirements"]["amount"] = str(int(body["paymentRequirements"]["amount"]) + 1)
@@ -261,6 +266,7 @@ def resources(page: dict) -> list[str]:
     return [item["resource"].rsplit("/", 1)[1] for item in page["items"]]
 
 
+@STORES
 def test_tags_filter_with_and_logic_and_type_filters(discovery):
     listed(discovery)
     assert sorted(resources(discovery.catalog(tags="weather"))) == ["a", "b", "d"]
@@ -272,6 +278,7 @@ def test_tags_filter_with_and_logic_and_type_filters(discovery):
     assert resources(discovery.catalog(type="grpc")) == ["e"]
 
 
+@STORES
 def test_pagination_has_a_stable_order_totals_and_bounds(discovery):
     listed(discovery)
     everything = resources(discovery.catalog())
@@ -283,6 +290,7 @@ def test_pagination_has_a_stable_order_totals_and_bounds(discovery):
     assert discovery.catalog(limit=100)["pagination"]["total"] == 5
 
 
+@EMBEDDED
 @pytest.mark.parametrize("params", [
     {"limit": 0}, {"limit": 101}, {"limit": "ten"}, {"limit": "1.5"}, {"offset": -1}, {"type": "rest"},
     {"tags": ",".join(f"t{i}" for i in range(11))},
@@ -293,6 +301,7 @@ def test_an_out_of_range_query_is_a_400_with_a_clear_error(discovery, params):
     assert result.json["error"] == "invalid_query" and next(iter(params)) in result.json["message"]
 
 
+@STORES
 def test_results_are_cached_for_60_seconds(discovery):
     discovery.pay()
     discovery.project()
@@ -307,6 +316,7 @@ def test_results_are_cached_for_60_seconds(discovery):
     assert discovery.get().json["pagination"]["total"] == 2
 
 
+@STORES
 def test_the_61st_request_in_a_minute_from_one_ip_is_a_429_with_retry_after(discovery):
     for _ in range(60):
         assert discovery.get().status_code == 200
@@ -317,6 +327,7 @@ def test_the_61st_request_in_a_minute_from_one_ip_is_a_429_with_retry_after(disc
     assert other.status_code == 200
 
 
+@STORES
 def test_no_authentication_is_needed_and_a_bad_key_is_not_even_read(discovery):
     result = discovery.gateway.client.simulate_get("/discovery/resources", headers={"Authorization": "Bearer nope"})
     assert result.status_code == 200
@@ -373,6 +384,7 @@ def listing_events(discovery: Discovery) -> list[str]:
                                                                               "GET"))]
 
 
+@STORES
 def test_followers_killed_midway_and_restarted_apply_every_event_exactly_once(discovery, tmp_path):
     from application.listings import Listings
 
@@ -402,6 +414,7 @@ def test_followers_killed_midway_and_restarted_apply_every_event_exactly_once(di
         rebuild(container.listings, fresh)
 
 
+@STORES
 @pytest.mark.slow
 def test_a_killed_projection_worker_process_resumes_exactly_once(discovery, tmp_path):
     container = discovery.gateway.container

@@ -23,7 +23,7 @@ from interfaces.sandbox.exact_client import (
     to_base64,
     transfer_checked_ix,
 )
-from tests.conftest import USDC, Gateway, payment_key
+from tests.conftest import CHAINS, EMBEDDED, STORES, USDC, Gateway, payment_key
 
 AMOUNT = USDC // 100
 
@@ -85,6 +85,7 @@ def _payment_id(gateway: Gateway, body):
     return payment_id(key_of(gateway, body))
 
 
+@STORES
 def test_a_duplicate_after_a_terminal_result_is_replayed_unchanged(gateway):
     poor = Keypair()
     gateway.sandbox.mint_usdc(str(poor.pubkey()), 1)
@@ -100,6 +101,7 @@ def test_a_duplicate_after_a_terminal_result_is_replayed_unchanged(gateway):
     assert again.headers.get("Idempotent-Replayed") == "true"
 
 
+@CHAINS
 def test_simulation_failure_of_an_unfunded_payer_gives_the_last_five_logs(gateway):
     poor = Keypair()
     gateway.sandbox.mint_usdc(str(poor.pubkey()), 1)
@@ -110,6 +112,7 @@ def test_simulation_failure_of_an_unfunded_payer_gives_the_last_five_logs(gatewa
     assert len(details["logs"]) == 5 and any("insufficient funds" in line.lower() for line in details["logs"])
 
 
+@CHAINS
 def test_a_merchant_without_a_usdc_account_gets_a_clear_reason_and_nothing_moves(gateway):
     nowhere = Keypair().pubkey()  # a wallet whose USDC account was never created
     status, body = verify(gateway, gateway.body(gateway.transaction(pay_to=nowhere), payTo=str(nowhere)))
@@ -118,6 +121,7 @@ def test_a_merchant_without_a_usdc_account_gets_a_clear_reason_and_nothing_moves
     assert "does not exist" in body["simulationDetails"]["error"]
 
 
+@EMBEDDED
 @pytest.mark.parametrize("mutate, code", [
     (lambda b: b["paymentPayload"].update(x402Version=1), Code.INVALID_X402_VERSION),
     (lambda b: b.update(x402Version=3), Code.INVALID_X402_VERSION),
@@ -149,6 +153,7 @@ def test_malformed_requests_get_their_code_and_record_nothing(gateway, mutate, c
     assert gateway.container.payments.recorder.max_notification_id() in (None, 0)
 
 
+@EMBEDDED
 def test_each_transaction_rule_has_its_code_over_http(gateway):
     g = gateway
     fee_payer = Keypair.from_seed(g.container.fee_payers._by_address[g.fee_payer].private_bytes_raw())
@@ -174,6 +179,7 @@ def test_each_transaction_rule_has_its_code_over_http(gateway):
     assert settle(g, g.body(g.transaction(amount=AMOUNT - 1)))[1]["errorReason"] == Code.AUTHORIZATION_VALUE
 
 
+@EMBEDDED
 def test_a_client_signature_that_does_not_verify_is_invalid_payload_before_the_chain_is_asked(gateway):
     """The exact inspection is the one check of a client's signature (the in-process chain's simulation trusts it,
     docs/performance.md): a forged or missing one is refused there, with its code, on verify and on settle."""
@@ -194,6 +200,7 @@ def test_a_client_signature_that_does_not_verify_is_invalid_payload_before_the_c
     assert g.sandbox.token_balance(str(g.pay_to.pubkey())) == 0
 
 
+@CHAINS
 def test_a_transaction_whose_blockhash_expires_before_the_broadcast_is_submission_failed(gateway):
     chain = gateway.container.chains.by_network[DEVNET.caip2]
     send = chain.send
@@ -208,6 +215,7 @@ def test_a_transaction_whose_blockhash_expires_before_the_broadcast_is_submissio
     assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == 0
 
 
+@STORES
 def test_a_concurrent_duplicate_gets_duplicate_request(gateway):
     body = gateway.body()
     with gateway.container.payments._locks.hold(key_of(gateway, body), 30) as held:
@@ -219,6 +227,7 @@ def test_a_concurrent_duplicate_gets_duplicate_request(gateway):
     assert verify(gateway, body)[0] == 200
 
 
+@STORES
 @pytest.mark.parametrize("path, code", [("/verify", Code.UNEXPECTED_VERIFY_ERROR),
                                         ("/settle", Code.UNEXPECTED_SETTLE_ERROR)])
 def test_a_chain_outage_is_a_500_with_the_unexpected_code_and_records_nothing(gateway, path, code):
@@ -234,6 +243,7 @@ def test_a_chain_outage_is_a_500_with_the_unexpected_code_and_records_nothing(ga
     assert gateway.container.payments.recorder.max_notification_id() in (None, 0)
 
 
+@EMBEDDED
 def test_oversized_and_non_json_bodies_are_413_and_415_in_the_endpoint_shape(gateway):
     huge = gateway.client.simulate_post("/verify", body=b"{" + b" " * (64 * 1024) + b"}", headers={
         **gateway.headers, "Content-Type": "application/json"})
@@ -248,6 +258,7 @@ def test_oversized_and_non_json_bodies_are_413_and_415_in_the_endpoint_shape(gat
     assert garbage.status_code == 400 and garbage.json["invalidReason"] == "invalid_payload"
 
 
+@STORES
 @pytest.mark.parametrize("authorization, code", [
     ("Bearer pw_test_" + "A" * 40, "invalid_api_key"),
     ("Bearer pw_test_short", "invalid_api_key"),
@@ -259,6 +270,7 @@ def test_unknown_or_malformed_keys_are_401(gateway, authorization, code):
     assert result.status_code == 401 and result.json["error"] == code and result.json["message"]
 
 
+@STORES
 def test_a_revoked_key_is_401_on_the_next_request_though_it_was_just_used(gateway):
     # The key was just looked up, so this process holds it in its key cache (interfaces/adapters/accounts_cache.py).
     assert gateway.client.simulate_get("/supported", headers=gateway.headers).status_code == 200
@@ -268,17 +280,20 @@ def test_a_revoked_key_is_401_on_the_next_request_though_it_was_just_used(gatewa
     assert result.status_code == 401 and result.json["error"] == "revoked_api_key"
 
 
+@EMBEDDED
 def test_a_test_key_is_refused_on_mainnet(gateway):
     gateway.container.chains.by_network[MAINNET.caip2] = gateway.container.chains.by_network[DEVNET.caip2]
     result = gateway.post("/verify", gateway.body(network=MAINNET.caip2, asset=MAINNET.usdc_mint))
     assert result.status_code == 401 and result.json["error"] == "key_environment_mismatch"
 
 
+@STORES
 def test_without_a_key_the_anonymous_identity_pays_when_enabled(gateway):
     result = gateway.post("/verify", gateway.body(), headers={})
     assert result.status_code == 200 and result.json["isValid"] is True
 
 
+@STORES
 def test_supported_lists_the_enabled_kinds_with_the_fee_payer(gateway):
     for path in ("/supported", "/v1/supported"):
         result = gateway.client.simulate_get(path, headers=gateway.headers)
@@ -295,6 +310,7 @@ def test_supported_lists_the_enabled_kinds_with_the_fee_payer(gateway):
     assert unknown.status_code == 400 and unknown.json["error"] == "unknown_service"
 
 
+@STORES
 def test_the_101st_request_in_a_minute_for_one_key_is_429_and_other_keys_are_unaffected(gateway):
     for _ in range(100):
         assert gateway.client.simulate_get("/supported", headers=gateway.headers).status_code == 200
@@ -311,6 +327,7 @@ def test_the_101st_request_in_a_minute_for_one_key_is_429_and_other_keys_are_una
     assert gateway.client.simulate_get("/supported", headers={"Authorization": f"Bearer {globex}"}).status_code == 200
 
 
+@STORES
 def test_an_operator_can_raise_one_merchants_limit(gateway):
     gateway.container.merchants.set_rate_limit("acme", 150)
     gateway.container.refresh_accounts()

@@ -1,6 +1,7 @@
 """Settled means settled once, over HTTP on a real LiteSVM chain: one paid answer per payment, one payment per
 transaction, one payment per (payTo, memo), answers that say what is wrong, and `settlement_pending` as x402
-clients read it. Run on the embedded default and on PostgreSQL + Redis (the `gateway` fixture's stores)."""
+clients read it. Run on the embedded default and on PostgreSQL + Redis (the `gateway` fixture's stores); the
+pending settlement also through the JSON-RPC chain adapter."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from domain.codes import Code
 from domain.networks import DEVNET, KeyEnv
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 from interfaces.sandbox.localnet import LocalnetThread
-from tests.conftest import USDC, Gateway, make_gateway, payment_key
+from tests.conftest import STORES, USDC, Gateway, make_gateway, payment_key
 from tests.faults import RpcProxy
 
 AMOUNT = USDC // 100
@@ -32,6 +33,7 @@ def claims(gateway: Gateway, kind: str) -> list:
     return [e for e in events if type(e).__qualname__ == "Claim.Made" and e.kind == kind]
 
 
+@STORES
 def test_the_second_settle_is_a_duplicate_settlement_that_names_the_original_transaction(gateway):
     body = gateway.body()
     first = settle(gateway, body)
@@ -47,6 +49,7 @@ def test_the_second_settle_is_a_duplicate_settlement_that_names_the_original_tra
     assert balance(gateway, gateway.pay_to) == AMOUNT
 
 
+@STORES
 def test_a_lost_answer_is_recovered_with_the_same_idempotency_key_and_only_with_it(gateway):
     body = gateway.body()
     first = settle(gateway, body, {"Idempotency-Key": "order-17"})
@@ -61,6 +64,7 @@ def test_a_lost_answer_is_recovered_with_the_same_idempotency_key_and_only_with_
     assert [getattr(e, "request_key", None) for e in events if type(e).__name__ == "Confirmed"] == ["order-17"]
 
 
+@STORES
 def test_an_idempotency_key_is_one_payment_and_must_be_printable(gateway):
     assert settle(gateway, gateway.body(), {"Idempotency-Key": "order-17"}).status_code == 200
     other = settle(gateway, gateway.body(), {"Idempotency-Key": "order-17"})
@@ -73,6 +77,7 @@ def test_an_idempotency_key_is_one_payment_and_must_be_printable(gateway):
     assert balance(gateway, gateway.pay_to) == AMOUNT
 
 
+@STORES
 def test_a_verify_after_the_settle_is_invalid_and_before_it_the_stored_approval(gateway):
     body = gateway.body()
     assert gateway.post("/verify", body).json == {"isValid": True, "payer": str(gateway.payer.pubkey())}
@@ -84,6 +89,7 @@ def test_a_verify_after_the_settle_is_invalid_and_before_it_the_stored_approval(
     assert after.json["invalidReason"] == Code.DUPLICATE_SETTLEMENT and after.json["isValid"] is False
 
 
+@STORES
 def test_a_forged_twin_verified_first_does_not_change_the_genuine_payments_answer(gateway):
     genuine = gateway.body()
     from solders.transaction import VersionedTransaction
@@ -100,6 +106,7 @@ def test_a_forged_twin_verified_first_does_not_change_the_genuine_payments_answe
     assert settle(gateway, genuine).json["success"] is True
 
 
+@STORES
 def test_a_pay_to_and_memo_pair_settles_once_and_the_memo_must_match(gateway):
     def with_memo(memo: bytes, price: int = 1) -> dict:
         tx = build_exact_payment(gateway.payer, fee_payer=gateway.fee_payer, mint=DEVNET.usdc_mint,
