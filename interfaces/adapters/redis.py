@@ -34,7 +34,7 @@ from projections.results import ResultCacheView, load_entry
 
 PREFIX = "paywarden"
 RESULT_TTL_SECONDS = 24 * 3600
-LEASE_SECONDS = 5.0  # a lock's expiry in Redis: how long a dead holder's lock outlives it (docs/production.md)
+LEASE_SECONDS = 4.0  # a lock's expiry in Redis: how long a dead holder's lock outlives it (docs/production.md)
 RENEW_SECONDS = 1.0  # how often a live holder's process extends the leases it holds
 log = logging.getLogger("paywarden.redis")
 cache_log = logging.getLogger("paywarden.cache")
