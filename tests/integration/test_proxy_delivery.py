@@ -20,24 +20,12 @@ import requests
 from solders.keypair import Keypair
 
 from application.outcomes import FORWARD_LIMIT, FORWARDS_SPENT
-from tests.integration.test_proxy import PRICE, Stack, decoded, proxy_of, running_stack
+from tests.integration import test_proxy
+from tests.integration.test_proxy import PRICE, Stack, decoded, proxy_of
 from tests.wsgi_thread import WsgiThread
 
-
-@pytest.fixture
-def stack(tmp_path, sandbox):
-    """The proxy stack on the embedded default, for what the store takes no part in."""
-    with running_stack(tmp_path, sandbox) as running:
-        yield running
-
-
-@pytest.fixture(params=["embedded", "postgres+redis"])
-def stack_on(request, tmp_path, sandbox):
-    """The stack on the embedded default, and on PostgreSQL with Redis."""
-    store = {} if request.param == "embedded" else {"database_url": request.getfixturevalue("postgres_url"),
-                                                    "redis_url": request.getfixturevalue("redis_url")}
-    with running_stack(tmp_path, sandbox, **store) as running:
-        yield running
+# test_proxy's fixtures, the same stacks: `stack` (embedded) and `stack_on` (embedded, PostgreSQL + Redis)
+stack, stack_on = test_proxy.stack, test_proxy.stack_on
 
 
 def sign(stack: Stack, path: str, payer: Keypair, method: str = "GET") -> str:

@@ -40,16 +40,17 @@ class RateLimited(Exception):
 def client_ip(req: falcon.Request, trusted: tuple[str, ...]) -> str:
     """The caller's address; `X-Forwarded-For` counts only when the direct peer is a trusted proxy."""
     remote = req.remote_addr or "unknown"
-    if not trusted or not _trusted(remote, trusted):
+    if not trusted or not is_trusted(remote, trusted):
         return remote
     hops = [h.strip() for h in (req.get_header("X-Forwarded-For") or "").split(",") if h.strip()]
     for hop in reversed(hops):
-        if not _trusted(hop, trusted):
+        if not is_trusted(hop, trusted):
             return hop
     return hops[0] if hops else remote
 
 
-def _trusted(address: str, trusted: tuple[str, ...]) -> bool:
+def is_trusted(address: str, trusted: tuple[str, ...]) -> bool:
+    """Whether `address` is one of the trusted proxies (addresses or CIDRs, PAYWARDEN_TRUSTED_PROXIES)."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:

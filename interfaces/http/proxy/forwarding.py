@@ -8,10 +8,11 @@ Cookies pass only for a service that opts in. The client gets one `PAYMENT-RESPO
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
+
+from interfaces.http.common.ratelimit import is_trusted
 
 # x402's client headers and credentials never leave the proxy; hop-by-hop headers are per connection (RFC 9110
 # 7.6.1); Host and Content-Length are set by the client library for the upstream connection; a client cannot
@@ -62,7 +63,7 @@ class Origin:
     def of(cls, environ: Mapping[str, object], public_url: str, trusted: tuple[str, ...]) -> Origin:
         peer = str(environ.get("REMOTE_ADDR") or "unknown")
         chain: list[str] = []
-        if trusted and _trusted(peer, trusted):
+        if trusted and is_trusted(peer, trusted):
             chain = [h.strip() for h in str(environ.get("HTTP_X_FORWARDED_FOR") or "").split(",") if h.strip()]
         proto, _, rest = public_url.partition("://")
         return cls((*chain, peer), proto or "http", rest.split("/", 1)[0])
@@ -100,14 +101,6 @@ def response_headers(upstream: Iterable[tuple[str, str]], cookies: bool = False)
     dropped = (HOP_BY_HOP - {"content-length"}) | named | UPSTREAM_PAYMENT_HEADERS | (
         set() if cookies else COOKIES_OUT)
     return [(k, v) for k, v in upstream if k.lower() not in dropped]
-
-
-def _trusted(address: str, trusted: tuple[str, ...]) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in ipaddress.ip_network(net, strict=False) for net in trusted)
 
 
 def _node(address: str) -> str:
