@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
+from eventsourcing.system import Leader
 
 from domain.domains import (
     SANDBOX_DOMAIN,
@@ -141,7 +142,9 @@ class _SetTranscoding(Transcoding):
         return {tuple(item) if isinstance(item, list) else item for item in data}
 
 
-class Merchants(Application[UUID]):
+# A Leader: each save prompts the followers it leads, the read models of its log in the commanding process, before
+# the command returns (projections/read_your_writes.py).
+class Merchants(Leader[UUID]):
     snapshotting_intervals = {Merchant: SNAPSHOT_EVERY}
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:

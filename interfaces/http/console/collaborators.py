@@ -12,19 +12,19 @@ from application.listings import Listings
 from application.merchants import Merchants
 from interfaces.http.console.security import LoginThrottle
 from interfaces.http.console.sessions import RedisSessionStore, Sessions, SqliteSessionStore
-from projections.catalog import CatalogProjection, CatalogView
-from projections.console import ConsoleView
-from projections.runner import catch_up
+from projections.accounts import AccountsView
+from projections.catalog import CatalogView
+from projections.key_use import KeyUseView
 
 
 @dataclass
 class Collaborators:
     merchants: Merchants
-    console: ConsoleView
+    accounts: AccountsView  # merchants, logins, keys, capabilities, domains (projections/accounts.py)
+    key_uses: KeyUseView  # the keys' last use
     sessions: Sessions
     throttle: LoginThrottle
     verify_password: Callable[[str | None, str], bool]
-    refresh: Callable[[], Any]  # brings the console and accounts views up to date after a command
     catalog: CatalogView | None = None
     listings: Listings | None = None
     console_url: str = ""
@@ -39,11 +39,6 @@ class Collaborators:
     webhooks: Any = None  # interfaces.runtime.webhook_service.WebhookService; None: no webhook pages or API
     payment_list: Any = None  # projections.payment_list.PaymentListView: the overview, the payments pages and API
     payment_volume: Any = None  # projections.payment_volume.PaymentVolumeView: the overview's chart, services
-
-    def refresh_catalog(self) -> None:
-        if self.listings is not None and self.catalog is not None:
-            catch_up(self.listings, CatalogProjection(self.catalog))
-
 
 
 class Resource:
@@ -72,17 +67,17 @@ def from_container(container: Any, *, api_url: str = "") -> Collaborators:
     else:
         store = SqliteSessionStore(sqlite_dir(config) / "console-sessions.db")
     hasher = Argon2Hasher()
-    console = container.console
+    accounts = container.accounts
 
     def password_hash_of(email: str) -> str | None:
-        login = console.get_login(email)
+        login = accounts.get_login(email)
         return login.password_hash if login is not None else None
 
     sessions = Sessions(store, derived_key(config, CONSOLE_CSRF), password_hash_of=password_hash_of)
     return Collaborators(
-        merchants=container.merchants, console=container.console, sessions=sessions,
+        merchants=container.merchants, accounts=accounts, key_uses=container.key_uses, sessions=sessions,
         throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=hasher.verify,
-        refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
+        catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
         trusted_proxies=config.trusted_proxies,
         api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),

@@ -18,7 +18,7 @@ def create_proxy_app(container: Container, *, resolver: Any = None, ssl_context:
     outbound = OutboundClient(resolver or GetaddrinfoResolver(),
                               policy or OutboundPolicy.for_mode(sandbox=container.config.sandbox),
                               ssl_context=ssl_context)
-    domains = DomainCheck(container.console, container.proxies.verified_domains_of,
+    domains = DomainCheck(container.accounts, container.proxies.verified_domains_of,
                           container.merchants.settings.refusal, sandbox=container.config.sandbox,
                           own_ports=container.config.own_ports)
     return ProxyApp(container.proxies, container.payments, container.accounts, container.fee_payers, outbound,
