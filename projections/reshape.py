@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from projections.sql import SqlView
+from projections.sql import Cursor, SqlView
 
 
 @dataclass(frozen=True)
@@ -25,13 +25,21 @@ class Shape:
     tables: Sequence[str]  # every table of earlier shapes, dropped (IF EXISTS) when the marker is missing
 
 
-def columns(view: SqlView, table: str) -> set[str]:
-    """The column names of `table` in the view's database (none when it does not exist)."""
+def columns(view: SqlView, table: str, cursor: Cursor | None = None) -> set[str]:
+    """The column names of `table` in the view's database (none when it does not exist); read in `cursor`'s
+    transaction when given."""
     if view.paramstyle == "format":
-        rows = view.rows("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-                         "AND table_name = ?", (table,))
-        return {str(r[0]) for r in rows}
-    return {str(r[1]) for r in view.rows(f"PRAGMA table_info({table})")}
+        statement = ("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                     "AND table_name = ?")
+        params: tuple[str, ...] = (table,)
+    else:
+        statement, params = f"PRAGMA table_info({table})", ()
+    if cursor is not None:
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    else:
+        rows = view.rows(statement, params)
+    return {str(r[0] if view.paramstyle == "format" else r[1]) for r in rows}
 
 
 def reshape(view: Any, shape: Shape) -> bool:
@@ -39,14 +47,25 @@ def reshape(view: Any, shape: Shape) -> bool:
     the view creates its tables (which then are of the current shape); a new view (no marker table) is left alone.
     `view` is a `SqlView` over SQLite's tracking recorder (its tracking table is `tracking`) or PostgreSQL's (which
     names it)."""
-    table, column = shape.marker
-    found = columns(view, table)
-    if not found or column in found:
-        return False
+    if _current(columns(view, shape.marker[0]), shape.marker[1]):
+        return False  # the usual case: one read, no write at start-up
     tracking = getattr(view, "tracking_table_name", "tracking")
     with view.datastore.transaction(commit=True) as c:
+        cursor = Cursor(c, view)
+        # Processes starting at once (the API's workers, the projection worker, other hosts): one reshapes, the
+        # others wait here, then find the current shape (or no table yet) and leave it be. PostgreSQL: a lock for
+        # the transaction; SQLite: a write (of nothing) first, which takes the database's write lock.
+        if view.paramstyle == "format":
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"paywarden reshape {shape.marker[0]}",))
+        else:
+            cursor.execute(f"DELETE FROM {tracking} WHERE application_name = ?", ("",))
+        if _current(columns(view, shape.marker[0], cursor), shape.marker[1]):
+            return False
         for name in shape.tables:
-            c.execute(f"DROP TABLE IF EXISTS {name}")
-        c.execute(view.sql(f"DELETE FROM {tracking} WHERE application_name = ?"),
-                  (shape.application_name,))
+            cursor.execute(f"DROP TABLE IF EXISTS {name}")
+        cursor.execute(f"DELETE FROM {tracking} WHERE application_name = ?", (shape.application_name,))
     return True
+
+
+def _current(found: set[str], column: str) -> bool:
+    return not found or column in found
