@@ -30,8 +30,8 @@ from application.merchants import Merchants
 from domain.login import OwnerLogin
 from domain.merchant import Merchant, capability_id
 from projections.account_rows import CapabilityRow, DomainRow, KeyRow, LoginRow, MerchantRow, iso
-from projections.reshape import Shape, reshape
-from projections.sql import Batch, SqlView
+from projections.reshape import ReshapedView, Shape
+from projections.sql import Batch
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def scoped_service(value: str) -> str | None:
 KEY_ROW = "SELECT prefix, env, label, service, created_at, NULL, revoked_at FROM accounts_keys"
 
 
-class AccountsView(SqlView):
+class AccountsView(ReshapedView):
     # Called after each commit of the view: the composition root makes it tell the API workers, whose in-process
     # key cache must drop what it holds (interfaces/adapters/accounts_cache.py).
     on_change: Callable[[], None] | None = None
@@ -86,9 +86,6 @@ class AccountsView(SqlView):
     shape = Shape(Merchants.name, ("accounts_keys", "label"), ("accounts_merchants", "accounts_keys",
                   "accounts_capabilities", "accounts_key_scopes"))
 
-    def create_table(self) -> None:
-        reshape(self, self.shape)
-        super().create_table()  # type: ignore[misc]
 
     @contextmanager
     def tracked(self, tracking: Tracking) -> Iterator[Any]:

@@ -1,11 +1,11 @@
 """A read model whose tables changed shape between releases is rebuilt from the event store, not migrated.
 
-A view names a column its current tables have and an earlier release's did not (`Shape.marker`). When the view is
-created over tables of the earlier shape (the marker's table there, the column missing), the tables it lists are
-dropped and its tracking position in the application it follows is forgotten, in one transaction, before the view
-creates its tables anew; then the projection applies every event again from the first, before the process reads
-the view (the composition root brings the views of the logs only commands write level as it builds them,
-projections/read_your_writes.py; the projection worker follows as always). Only tables built from events are
+A view (`ReshapedView`) names a column its current tables have and an earlier release's did not (`Shape.marker`).
+When the view is created over tables of the earlier shape (the marker's table there, the column missing), the tables
+it lists are dropped and its tracking position in the application it follows is forgotten, in one transaction,
+before the view creates its tables anew; then the projection applies every event again from the first, before the
+process reads the view (the composition root brings the views of the logs only commands write level as it builds
+them, projections/read_your_writes.py; the projection worker follows as always). Only tables built from events are
 dropped so: nothing is lost that the event store cannot give back.
 """
 
@@ -23,6 +23,16 @@ class Shape:
     application_name: str  # whose log the view follows (its tracking position is forgotten)
     marker: tuple[str, str]  # (table, column): the column present in the current shape only
     tables: Sequence[str]  # every table of earlier shapes, dropped (IF EXISTS) when the marker is missing
+
+
+class ReshapedView(SqlView):
+    """A view whose tables changed shape once: reshaped (when of the earlier shape) before it creates them."""
+
+    shape: Shape
+
+    def create_table(self) -> None:
+        reshape(self, self.shape)
+        super().create_table()  # type: ignore[misc]  # the tracking recorder's (SqlView precedes it in the MRO)
 
 
 def columns(view: SqlView, table: str, cursor: Cursor | None = None) -> set[str]:

@@ -21,11 +21,10 @@ from eventsourcing.utils import get_topic
 from application.proxy_services import ProxyServices
 from domain.proxy_service import ProxyService, Route
 from domain.scopes import ServiceScope
-from projections.reshape import Shape, reshape
-from projections.sql import SqlView
+from projections.reshape import ReshapedView, Shape
 
 
-class ServiceScopesView(SqlView):
+class ServiceScopesView(ReshapedView):
     tables = (
         "CREATE TABLE IF NOT EXISTS service_scopes_services (service_id TEXT PRIMARY KEY, merchant TEXT NOT NULL, "
         "slug TEXT NOT NULL, path_suffix TEXT NOT NULL, deleted BOOLEAN NOT NULL)",
@@ -36,9 +35,6 @@ class ServiceScopesView(SqlView):
     shape = Shape(ProxyServices.name, ("service_scopes_routes", "route"),
                   ("service_scopes_services", "service_scopes_routes"))
 
-    def create_table(self) -> None:
-        reshape(self, self.shape)
-        super().create_table()  # type: ignore[misc]
 
     def get_scope(self, service_id: str) -> ServiceScope | None:
         """A live service with its routes in creation order (one round trip); None if deleted or unknown."""
