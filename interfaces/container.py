@@ -13,7 +13,7 @@ from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 
 from application.listings import Listings, StoredPayments
-from application.merchants import Merchants, MerchantSettings
+from application.merchants import DomainUsage, MerchantRecords, Merchants, MerchantSettings
 from application.payments import Payments, Settings
 from application.ports import Chain, QueryCache, Resolver, ResultCache, SystemClock
 from application.proxy_services import ProxyServices
@@ -173,6 +173,7 @@ class Container:
     webhooks: Webhooks  # merchants' webhook endpoints
     webhooks_view: WebhooksView  # their read model and the outbox (projections/webhooks.py)
     proxies: ProxyServices  # the transparent proxy's services and routes
+    merchant_records: MerchantRecords  # the merchants' store, read by ProxyServices
     payment_list: PaymentListView  # the payments read model (console, audit, GET /v1/payments)
     console: ConsoleView  # the console read model (keys, logins, domains; last use of keys)
     key_usage: KeyUsage  # records the last use of API keys (interfaces/adapters/key_usage.py)
@@ -215,6 +216,7 @@ class Container:
         self.listings.close()
         self.webhooks.close()
         self.proxies.close()
+        self.merchant_records.close()
         for view in (self.accounts, self.catalog, self.webhooks_view, self.payment_list, self.console,
                      self.service_scopes):
             view.datastore.close()
@@ -249,7 +251,12 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
         store_env(config, PAYMENTS_STORE), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
         cache=cache, clock=SystemClock(), settings=settings, admission=admission,
     )
-    merchants = build_merchants(config, served=frozenset(chains.by_network))
+    # ProxyServices reads merchants (their verified domains and capabilities) from the merchants' store; Merchants
+    # asks ProxyServices which domains its services use (DomainUsage): built in that order, neither set afterwards.
+    merchant_records = MerchantRecords(store_env(config, "merchants"))
+    proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchant_records,
+                            secrets=build_secrets(config), sandbox=config.sandbox, own_ports=config.own_ports)
+    merchants = build_merchants(config, served=frozenset(chains.by_network), usage=proxies)
     accounts = build_view(config, "accounts", SqliteAccountsView)
     if redis is not None:
         accounts.on_change = ChangePublisher(redis)
@@ -258,15 +265,13 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     catalog = build_view(config, "catalog", SqliteCatalogView)
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
-    proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
-                            sandbox=config.sandbox, own_ports=config.own_ports)
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
-    merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed; keys' services
     console = build_view(config, "console", SqliteConsoleView)
 
     return Container(config, payments, merchants, accounts, chains, fee_payers, listings=listings, catalog=catalog,
                      discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view, proxies=proxies,
-                     payment_list=payment_list, console=console, key_usage=KeyUsage(console),
+                     merchant_records=merchant_records, payment_list=payment_list, console=console,
+                     key_usage=KeyUsage(console),
                      service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView), sandbox=sandbox,
                      redis=redis, result_cache=result_cache,
                      payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView))
@@ -284,13 +289,12 @@ def build_secrets(config: Config) -> BoxedSecrets:
     return BoxedSecrets(build_secret_box(config))
 
 
-def build_merchants(config: Config, *, served: frozenset[str]) -> Merchants:
+def build_merchants(config: Config, *, served: frozenset[str], usage: DomainUsage) -> Merchants:
     """The Merchants application with this deployment's rules: served networks, the service's own and the
-    operator's blocked domains, argon2id passwords, DNS/HTTPS domain checks and the Public Suffix List."""
-
-
+    operator's blocked domains, argon2id passwords, DNS/HTTPS domain checks, the Public Suffix List, and the proxy
+    services' answer to which domains they use."""
     own = config.service_domains + ((urlsplit(config.console_url).hostname or "",) if config.console_url else ())
     settings = MerchantSettings(served_networks=served, production=not config.sandbox,
                                 own_domains=tuple(d for d in own if d), blocked_domains=config.blocked_domains)
     return Merchants(store_env(config, "merchants"), settings=settings, hasher=Argon2Hasher(),
-                     challenges=DnsHttpChallenges(config.dns_nameservers), suffixes=PslSuffixes())
+                     challenges=DnsHttpChallenges(config.dns_nameservers), suffixes=PslSuffixes(), usage=usage)
