@@ -6,11 +6,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
+from redis import Redis
 
 from application.listings import Listings, StoredPayments
 from application.merchants import DomainUsage, MerchantRecords, Merchants, MerchantSettings
@@ -44,6 +45,7 @@ from interfaces.adapters.sqlite import SYNCHRONOUS as SQLITE_SYNCHRONOUS
 from interfaces.adapters.sqlite import WAL_AUTOCHECKPOINT as SQLITE_WAL_AUTOCHECKPOINT
 from interfaces.adapters.sqlite import LeanDatastore, durable_sends
 from interfaces.config import Config, ConfigError
+from interfaces.runtime.probes import ProbedChain
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
@@ -52,9 +54,14 @@ from projections.payment_volume import PaymentVolumeView, SqlitePaymentVolumeVie
 from projections.results import SqliteResultCacheView, SqlResultCacheView
 from projections.runner import catch_up
 from projections.service_scopes import ServiceScopesProjection, ServiceScopesView, SqliteServiceScopesView
+from projections.sql import SqlView
 from projections.webhook_outbox import WebhookEndpointsProjection
 from projections.webhooks import SqliteWebhooksView, WebhooksView
 
+if TYPE_CHECKING:  # LiteSVM is imported only in sandbox mode
+    from interfaces.sandbox.chain import Sandbox
+
+V = TypeVar("V", bound=SqlView)
 PAYMENTS_STORE = "payments"
 # Read models rebuilt from the events alone: a commit lost to a power cut loses its tracking record with it, and
 # the projection applies those events again (docs/performance.md). Not the accounts (a revocation must hold at
@@ -97,16 +104,20 @@ def sqlite_dir(config: Config) -> Path:
     return config.data_dir
 
 
-def build_view(config: Config, name: str, view_class: type[Any], postgres_class: type[Any] | None = None) -> Any:
-    """A view on the configured store. On PostgreSQL, `postgres_class` defaults to the `Postgres…View` next to
-    the SQLite `view_class` (`SqliteAccountsView` → `PostgresAccountsView`)."""
+def build_view(config: Config, name: str, view_class: type[V]) -> V:
+    """A view on the configured store: `view_class` (`SqliteAccountsView`) on SQLite, the `Postgres…View` beside it
+    (`PostgresAccountsView`) on PostgreSQL. Typed as `view_class`: the two share their read model's class
+    (`AccountsView`), which holds every query, and differ only in the recorder each extends."""
     if is_postgres(config.database_url):
-        view_class = postgres_class or _postgres_sibling(view_class)
+        view_class = _postgres_sibling(view_class)
     factory = InfrastructureFactory.construct(env=Environment(name, store_env(config, name)))
-    return factory.tracking_recorder(view_class)
+    view = factory.tracking_recorder(view_class)
+    if not isinstance(view, view_class):  # the factory's own typing stops at TrackingRecorder
+        raise TypeError(f"{name}: the store built a {type(view).__name__}, not a {view_class.__name__}")
+    return view
 
 
-def _postgres_sibling(view_class: type[Any]) -> type[Any]:
+def _postgres_sibling(view_class: type[V]) -> type[V]:
     name = "Postgres" + view_class.__name__.removeprefix("Sqlite")
     sibling = getattr(sys.modules[view_class.__module__], name, None)
     if sibling is None:
@@ -116,15 +127,15 @@ def _postgres_sibling(view_class: type[Any]) -> type[Any]:
 
 @dataclass
 class Chains:
-    """Implements the `Chains` port: the chain adapter of each served network."""
+    """Implements the `Chains` port: the chain adapter of each served network (which the probes ask too)."""
 
-    by_network: dict[str, Chain] = field(default_factory=dict)
+    by_network: dict[str, ProbedChain] = field(default_factory=dict)
 
     def for_network(self, caip2: str) -> Chain | None:
         return self.by_network.get(caip2)
 
 
-def build_chains(config: Config, sandbox: Any = None) -> tuple[Chains, Any]:
+def build_chains(config: Config, sandbox: Sandbox | None = None) -> tuple[Chains, Sandbox | None]:
     chains = Chains()
     if config.devnet_rpc_url:
         chains.by_network[DEVNET.caip2] = RpcChain(config.devnet_rpc_url)
@@ -149,7 +160,7 @@ def build_fee_payers(config: Config) -> KeypairFeePayers:
 SANDBOX_FEE_PAYER_LAMPORTS = 10 * 10**9
 
 
-def fund_fee_payers(sandbox: Any, addresses: Sequence[str]) -> None:
+def fund_fee_payers(sandbox: Sandbox, addresses: Sequence[str]) -> None:
     """On the sandbox chain the service's signers start with SOL, as an operator would fund them."""
     for address in addresses:
         if sandbox.sol_balance(address) < SANDBOX_FEE_PAYER_LAMPORTS // 10:
@@ -178,8 +189,8 @@ class Container:
     console: ConsoleView  # the console read model (keys, logins, domains; last use of keys)
     key_usage: KeyUsage  # records the last use of API keys (interfaces/adapters/key_usage.py)
     service_scopes: ServiceScopesView  # proxy services and routes, for keys scoped to a service
-    sandbox: Any = None  # the in-process sandbox chain (interfaces/sandbox/chain.py) in sandbox mode
-    redis: Any = None  # the Redis client when PAYWARDEN_REDIS_URL is set
+    sandbox: Sandbox | None = None  # the in-process sandbox chain (interfaces/sandbox/chain.py) in sandbox mode
+    redis: Redis | None = None  # the Redis client when PAYWARDEN_REDIS_URL is set
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
     payment_volume: PaymentVolumeView | None = None  # settled USDC per day/hour and service; payments' services
 
@@ -227,7 +238,7 @@ class Container:
             self.redis.close()
 
 
-def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = None,
+def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache | None = None,
           resolver: Resolver | None = None) -> Container:
     chains, sandbox = build_chains(config, sandbox)
     if not is_postgres(config.database_url):  # the payments store is durable before any broadcast
