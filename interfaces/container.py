@@ -15,7 +15,8 @@ from redis import Redis
 
 from application.listings import Listings, StoredPayments
 from application.merchants import DomainUsage, MerchantRecords, Merchants, MerchantSettings
-from application.payments import Payments, Settings
+from application.payment_store import Settings
+from application.payments import Payments
 from application.ports import Chain, QueryCache, Resolver, ResultCache, SystemClock
 from application.proxy_services import ProxyServices
 from application.webhooks import Webhooks
@@ -35,7 +36,7 @@ from interfaces.adapters.key_usage import KeyUsage
 from interfaces.adapters.memory import InProcessLocks, TtlCache
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.postgres import is_postgres, postgres_env
-from interfaces.adapters.redis import RedisAdmission, RedisLocks, RedisQueryCache, RedisResultCache, redis_client
+from interfaces.adapters.redis import RedisLocks, RedisQueryCache, RedisResultCache, redis_client
 from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.secret_box import build_secret_box
 from interfaces.adapters.secrets import BoxedSecrets
@@ -249,18 +250,17 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
         fund_fee_payers(sandbox, fee_payers.addresses())
     settings = Settings(limits=config.limits, confirmation_budget_seconds=config.confirmation_budget_seconds,
                         lock_margin_seconds=config.lock_margin_seconds)
-    redis = locks = result_cache = admission = None
+    redis = locks = result_cache = None
     if config.redis_url:
         redis = redis_client(config.redis_url)
         locks = RedisLocks(redis)
-        if cache is None:  # the result read and the lock in one round trip
-            cache, admission = RedisResultCache(redis), RedisAdmission(redis, locks)
+        cache = cache or RedisResultCache(redis)
     else:  # the result cache is a SQL read model (projections/results.py), filled by the projection worker
         result_cache = build_view(config, "result_cache", SqliteResultCacheView)
         cache = cache or result_cache
     payments = Payments(
         store_env(config, PAYMENTS_STORE), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
-        cache=cache, clock=SystemClock(), settings=settings, admission=admission,
+        cache=cache, clock=SystemClock(), settings=settings,
     )
     # ProxyServices reads merchants (their verified domains and capabilities) from the merchants' store; Merchants
     # asks ProxyServices which domains its services use (DomainUsage): built in that order, neither set afterwards.
