@@ -11,6 +11,7 @@ from domain.merchant import key_hash
 from domain.networks import DEVNET, KeyEnv
 from interfaces.container import build
 from interfaces.http.facilitator.app import create_app
+from interfaces.wiring import api_collaborators
 from projections.reshape import columns
 from tests.conftest import STORES
 from tests.integration.test_scoped_keys import weather_service
@@ -57,7 +58,7 @@ def test_an_accounts_view_of_the_earlier_shape_is_rebuilt_from_the_events_when_f
             assert {network for network, _, _ in record.capabilities} == {DEVNET.caip2}
         keys = accounts.list_keys(merchant_id)
         assert sorted(k.label for k in keys) == ["", "ci"] and all(k.created_at for k in keys)
-        client = testing.TestClient(create_app(upgraded))
+        client = testing.TestClient(create_app(api_collaborators(upgraded)))
         assert client.simulate_get("/supported", headers={"Authorization": f"Bearer {labelled}"}).status_code == 200
     finally:
         upgraded.close()

@@ -225,7 +225,7 @@ class KeysPage(Page):
     route, template, title, active = "/keys", "keys.html", "API keys", "/keys"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        services = self._c.proxies.list_services(req.context.session.merchant) if self._c.proxies else []
+        services = self._c.proxies.list_services(req.context.session.merchant)
         keys = self._c.accounts.list_keys(req.context.session.merchant_id)
         return {"keys": with_last_use(keys, self._c.key_uses),
                 "services": [{"id": str(x.id), "name": x.name, "slug": x.slug} for x in services],
