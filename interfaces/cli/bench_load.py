@@ -283,6 +283,7 @@ def _process_batch(projection: Any, share: list[Any]) -> None:
     from eventsourcing.application import ProcessingEvent
 
     from domain.listing import listing_id
+    from projections.runner import record
 
     processing: ProcessingEvent[Any] = ProcessingEvent(tracking=share[-1][1])
     stored = projection.get_listing
@@ -296,7 +297,7 @@ def _process_batch(projection: Any, share: list[Any]) -> None:
             projection.policy(event, processing)
     finally:
         del projection.get_listing
-    projection._record(processing)
+    record(projection, processing)
 
 
 def project_all(container: Any, config: Any, report: Any, received: RecentReceived | None = None,
