@@ -46,7 +46,7 @@ class Collaborators:
     webhooks_view: WebhooksView  # the webhook outbox's figures in /metrics
     served: Sequence[str]  # the networks this deployment serves (CAIP-2)
     anonymous: bool  # a request without an API key is the public identity
-    rate_limit_storage: str  # `limits`' storage: Redis's URL, or memory://
+    rate_limit_storage: str  # the rate limits' store: Redis's URL, or memory://
     rate_limit_per_key: str
     rate_limit_per_ip: str
     trusted_proxies: tuple[str, ...]
