@@ -71,7 +71,10 @@ NOTICES = {
 
 
 class Page:
-    """Base of the page resources: renders a template with the session and the navigation."""
+    """Base of the page resources: renders a template with the session and the navigation. It has no responders:
+    each page defines its own, taking its route's parameters (`/payments/{payment_id}`), so no subclass changes a
+    base's responder signature, and a URL whose class defines no `on_get` (a form's target: log out, revoke,
+    delete, ...) is a 405 with Allow rather than a page rendered without its parameters."""
 
     template = ""
     title = ""
@@ -89,12 +92,17 @@ class Page:
         resp.text = self._env.get_template(self.template).render(
             session=req.context.session, title=self.title, active=self.active, **context)
 
-    def context(self, req: falcon.Request) -> dict[str, Any]:
-        return {}
-
     def notice(self, req: falcon.Request) -> str | None:
         done = req.get_param("done")
         return self.notices.get(done) if done else None
+
+
+class ContextPage(Page):
+    """A page of a URL without parameters (`/keys`, `/domains`, ...): GET renders its `context`, and a refused
+    form is shown again with it."""
+
+    def context(self, req: falcon.Request) -> dict[str, Any]:
+        return {}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.render(req, resp, notice=self.notice(req), **self.context(req))
@@ -102,13 +110,6 @@ class Page:
     def refused(self, req: falcon.Request, resp: falcon.Response, failure: Exception, form: dict[str, str]) -> None:
         status, errors, problem = refusal(failure)
         self.render(req, resp, status, errors=errors, problem=problem, form=form, **self.context(req))
-
-
-class PostOnly:
-    """First base of a form's target (log out, revoke, disable, delete, ...): it answers POST only, so a GET of its
-    URL is a 405 rather than a page rendered without its parameters."""
-
-    on_get: Any = None  # falcon maps no GET responder: 405 with Allow
 
 
 class LoginPage(Page):
@@ -139,7 +140,7 @@ class LoginPage(Page):
         raise falcon.HTTPSeeOther("/")
 
 
-class LogoutPage(PostOnly, Page):
+class LogoutPage(Page):
     route = "/logout"
     public = True
 
@@ -197,7 +198,7 @@ def network_name(caip2: str) -> str:
     return known.name if known else caip2
 
 
-class OverviewPage(Page):
+class OverviewPage(ContextPage):
     """Today's figures and the last payments, from the payments read model (projections/payment_list.py); the
     settled USDC of today and the charts from the payment_volume read model (projections/payment_volume.py)."""
     route = "/"
@@ -221,7 +222,7 @@ class OverviewPage(Page):
         }
 
 
-class KeysPage(Page):
+class KeysPage(ContextPage):
     route, template, title, active = "/keys", "keys.html", "API keys", "/keys"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
@@ -244,7 +245,7 @@ class KeysPage(Page):
         self.render(req, resp, falcon.HTTP_201, new_key=api_key, **self.context(req))
 
 
-class KeyRevokePage(PostOnly, Page):
+class KeyRevokePage(Page):
     route = "/keys/{prefix}/revoke"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
@@ -255,7 +256,7 @@ class KeyRevokePage(PostOnly, Page):
         raise falcon.HTTPSeeOther("/keys?done=revoked")
 
 
-class CapabilitiesPage(Page):
+class CapabilitiesPage(ContextPage):
     route, template, title, active = "/capabilities", "capabilities.html", "Capabilities", "/capabilities"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
@@ -277,7 +278,7 @@ class CapabilitiesPage(Page):
         self.render(req, resp, falcon.HTTP_201, notice=notice, **self.context(req))
 
 
-class CapabilityDisablePage(PostOnly, Page):
+class CapabilityDisablePage(Page):
     route = "/capabilities/{cap_id}/disable"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
@@ -285,11 +286,16 @@ class CapabilityDisablePage(PostOnly, Page):
         raise falcon.HTTPSeeOther("/capabilities?done=disabled")
 
 
-class DomainsPage(Page):
+def domains_context(c: Collaborators, req: falcon.Request) -> dict[str, Any]:
+    """What the domains page shows: its GET, and the answer of a command on one domain, render it."""
+    return {"domains": c.accounts.list_domains(req.context.session.merchant_id)}
+
+
+class DomainsPage(ContextPage):
     route, template, title, active = "/domains", "domains.html", "Domains", "/domains"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        return {"domains": self._c.accounts.list_domains(req.context.session.merchant_id)}
+        return domains_context(self._c, req)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
@@ -300,14 +306,13 @@ class DomainsPage(Page):
         raise falcon.HTTPSeeOther("/domains?done=added")
 
 
-class DomainActionPage(PostOnly, DomainsPage):
+class DomainActionPage(Page):
     """POST /domains/{domain}/verify|remove: one command; a conflict (not verifiable yet, still in use) is a 409 on
     the domains page."""
 
-    route = "/domains/{domain}/{action}"
+    route, template, title, active = "/domains/{domain}/{action}", "domains.html", "Domains", "/domains"
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str,  # type: ignore[override]
-                action: str) -> None:
+    def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str, action: str) -> None:
         command = {"verify": self._c.merchants.verify_domain, "remove": self._c.merchants.remove_domain}.get(action)
         if command is None:
             raise falcon.HTTPNotFound()
@@ -315,13 +320,13 @@ class DomainActionPage(PostOnly, DomainsPage):
             command(req.context.session.merchant, domain)
         except MerchantConflictError as failure:
             problem = f"{domain} is not verified yet: {failure}" if action == "verify" else str(failure)
-            return self.render(req, resp, falcon.HTTP_409, problem=problem, **self.context(req))
+            return self.render(req, resp, falcon.HTTP_409, problem=problem, **domains_context(self._c, req))
         if action == "remove":
             raise falcon.HTTPSeeOther("/domains?done=removed")
-        self.render(req, resp, notice=f"{domain} is verified.", **self.context(req))
+        self.render(req, resp, notice=f"{domain} is verified.", **domains_context(self._c, req))
 
 
-class DiscoveryPage(Page):
+class DiscoveryPage(ContextPage):
     route, template, title, active = "/discovery", "discovery.html", "Discovery", "/discovery"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
@@ -354,7 +359,7 @@ class DiscoveryPage(Page):
         raise falcon.HTTPSeeOther("/discovery?done=discovery")
 
 
-class DelistPage(PostOnly, Page):
+class DelistPage(Page):
     route = "/listings/{listing_id}/delist"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:

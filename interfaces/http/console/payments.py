@@ -226,7 +226,7 @@ class PaymentsPage(Page):
 class PaymentDetailPage(Page):
     route, template, title, active = "/payments/{payment_id}", "payment.html", "Payment", "/payments"
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:  # type: ignore[override]
+    def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
         view = self._c.payment_list
         row = owned(view, req.context.session.merchant_id, payment_id)
         self.render(req, resp, payment=row, events=view.get_timeline(payment_id), shown=shown,

@@ -15,7 +15,7 @@ from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
 from interfaces.http.console.collaborators import Collaborators, mount
-from interfaces.http.console.pages import Page, PostOnly, form_of, templates
+from interfaces.http.console.pages import Page, form_of, templates
 from interfaces.http.console.representation import route_json, service_json
 
 NOTICES = {
@@ -45,9 +45,9 @@ class _ServicePage(Page):
     def merchant(self, req: falcon.Request) -> str:
         return req.context.session.merchant
 
-    def refused(self, req: falcon.Request, resp: falcon.Response, failure: Exception, form: dict[str, str],
+    def refused(self, req: falcon.Request, resp: falcon.Response, failure: DomainError, form: dict[str, str],
                 **context: Any) -> None:
-        status, errors, problem = _refusal(failure)  # type: ignore[arg-type]
+        status, errors, problem = _refusal(failure)
         self.render(req, resp, status, errors=errors, problem=problem, form=form, **context)
 
 
@@ -60,6 +60,9 @@ class ServicesPage(_ServicePage):
         # The sandbox merchant's `localhost` is among them (pre-verified by `up`): no other merchant's is.
         domains = list(self._c.accounts.list_verified_domains(req.context.session.merchant_id))
         return {"services": services, "domains": domains, "sandbox": self._proxies.sandbox}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.render(req, resp, notice=self.notice(req), **self.context(req))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
@@ -78,16 +81,22 @@ class ServicesPage(_ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service.id}?done=created")
 
 
-class ServicePage(_ServicePage):
-    route, template, title = "/services/{service_id}", "service.html", "Service"
+class _OneServicePage(_ServicePage):
+    """Base of the pages under `/services/{service_id}`: the service page's template and context, which a refused
+    form of any of them renders; each defines its own responders."""
+
+    template, title = "service.html", "Service"
 
     def context_of(self, req: falcon.Request, service_id: str) -> dict[str, Any]:
         service = self._proxies.get_service(self.merchant(req), service_id)
         return {"service": service_json(service, self._c.proxy_url),
                 "routes": [route_json(r) for r in service.routes.values()]}
 
-    # falcon passes the route's {service_id}: this page's GET takes it where Page.on_get takes none
-    def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:  # type: ignore[override]
+
+class ServicePage(_OneServicePage):
+    route = "/services/{service_id}"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         try:
             context = self.context_of(req, service_id)
         except ServiceNotFoundError:
@@ -118,7 +127,7 @@ class ServicePage(_ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=saved")
 
 
-class ServiceActivePage(PostOnly, _ServicePage):
+class ServiceActivePage(_ServicePage):
     route = "/services/{service_id}/active"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
@@ -130,7 +139,7 @@ class ServiceActivePage(PostOnly, _ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done={'activated' if active else 'deactivated'}")
 
 
-class ServiceDeletePage(PostOnly, ServicePage):
+class ServiceDeletePage(_OneServicePage):
     route = "/services/{service_id}/delete"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
@@ -143,7 +152,7 @@ class ServiceDeletePage(PostOnly, ServicePage):
         raise falcon.HTTPSeeOther("/services?done=deleted")
 
 
-class RoutesPage(PostOnly, ServicePage):
+class RoutesPage(_OneServicePage):
     route = "/services/{service_id}/routes"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
@@ -171,7 +180,7 @@ class RoutesPage(PostOnly, ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=route-added")
 
 
-class RouteDeletePage(PostOnly, _ServicePage):
+class RouteDeletePage(_ServicePage):
     route = "/services/{service_id}/routes/{route_id}/delete"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str, route_id: str) -> None:

@@ -19,7 +19,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from domain.webhook import EVENT_TYPES, WebhookError
 from interfaces.http.console.api import body, session_of
 from interfaces.http.console.collaborators import Collaborators, Resource, mount
-from interfaces.http.console.pages import Page, PostOnly, form_of
+from interfaces.http.console.pages import ContextPage, Page, form_of
 
 
 class CreateSchema(Schema):
@@ -128,7 +128,7 @@ NOTICES = {"saved": "Saved.", "enabled": "Endpoint enabled: deliveries resume.",
            "replayed": "Failed deliveries will be sent again now."}
 
 
-class WebhooksPage(Page):
+class WebhooksPage(ContextPage):
     route, template, title, active = "/webhooks", "webhooks.html", "Webhooks", "/webhooks"
     notices = NOTICES
 
@@ -149,8 +149,11 @@ class WebhooksPage(Page):
                     notice="Endpoint added. Copy its signing secret now: it is shown once.", **self.context(req))
 
 
-class WebhookPage(Page):
-    route, template, title, active = "/webhooks/{endpoint_id}", "webhook.html", "Webhook endpoint", "/webhooks"
+class _EndpointPage(Page):
+    """Base of the pages under `/webhooks/{endpoint_id}`: the endpoint page's template and context, which the
+    answer of a command on the endpoint renders; each defines its own responders."""
+
+    template, title, active = "webhook.html", "Webhook endpoint", "/webhooks"
     notices = NOTICES
 
     def endpoint_context(self, req: falcon.Request, endpoint_id: str) -> dict[str, Any]:
@@ -164,7 +167,11 @@ class WebhookPage(Page):
         return {"endpoint": endpoint, "deliveries": deliveries, "event_types": EVENT_TYPES,
                 "chosen": endpoint["events"]}
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:  # type: ignore[override]
+
+class WebhookPage(_EndpointPage):
+    route = "/webhooks/{endpoint_id}"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         self.render(req, resp, notice=self.notice(req), **self.endpoint_context(req, endpoint_id))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
@@ -182,11 +189,11 @@ class WebhookPage(Page):
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=saved")
 
 
-class WebhookActionPage(PostOnly, WebhookPage):
+class WebhookActionPage(_EndpointPage):
     """POST /webhooks/{id}/{action}: enable, disable, test, rotate, delete (each one command, then back)."""
     route = "/webhooks/{endpoint_id}/{action}"
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, action: str) -> None:  # type: ignore[override]
+    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, action: str) -> None:
         merchant = req.context.session.merchant
         if action in ("enable", "disable"):
             self._c.webhooks.update(merchant, endpoint_id, enabled=action == "enable")
@@ -212,15 +219,15 @@ class WebhookActionPage(PostOnly, WebhookPage):
         raise falcon.HTTPNotFound()
 
 
-class ResendPage(PostOnly, WebhookPage):
+class ResendPage(_EndpointPage):
     route = "/webhooks/{endpoint_id}/deliveries/{msg_id}/resend"
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, msg_id: str) -> None:  # type: ignore[override]
+    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, msg_id: str) -> None:
         self._c.webhooks.resend(req.context.session.merchant, endpoint_id, msg_id)
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=resent")
 
 
-class ReplayPage(PostOnly, WebhookPage):
+class ReplayPage(_EndpointPage):
     route = "/webhooks/{endpoint_id}/replay"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
