@@ -21,6 +21,9 @@ from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 
 # Every log record of the run is checked for API keys (tests/logcapture.py).
 from tests.logcapture import no_api_key_in_logs, pytest_configure, pytest_sessionfinish  # noqa: F401
+from tests.services import temporary_files_in_ram
+
+temporary_files_in_ram()  # before pytest picks its temporary directory (and before xdist starts its workers)
 
 USDC = 1_000_000
 
@@ -115,7 +118,7 @@ CHAINS = pytest.mark.parametrize("store", ["embedded", "embedded+rpc"], indirect
 @pytest.fixture(params=["embedded", "embedded+rpc", "postgres+redis"])
 def store(request: pytest.FixtureRequest) -> dict[str, str]:
     """The stores a gateway runs on: the embedded default (SQLite, in-process locks and cache), and PostgreSQL
-    with Redis (a fresh database, Redis database 15 flushed) as in production. `embedded+rpc` talks to the
+    with Redis (a fresh database, the worker's Redis database flushed) as in production. `embedded+rpc` talks to the
     sandbox chain through the JSON-RPC adapter and the localnet instead of in-process."""
     if request.param == "embedded":
         return {}
@@ -166,7 +169,8 @@ def postgres_drops():
 
 @pytest.fixture
 def redis_url():
-    """Redis database 15, flushed (fails under CI, skips elsewhere, when the server is down)."""
+    """The worker's Redis database (tests/services.py), flushed (fails under CI, skips elsewhere, when the server
+    is down)."""
     from tests.services import clean_redis
 
     return clean_redis()

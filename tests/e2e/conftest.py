@@ -25,6 +25,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (setup.cfg's addopts) every test on the fresh virtualenv runs in one worker
+    (`--dist loadgroup`), so the virtualenv is made once and the session's stack started once, and
+    `test_stack.py`'s SIGINT stops it after the tests that share it (the group keeps collection order)."""
+    for item in items:
+        if "fresh_venv" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("fresh-venv"))
+
+
 @pytest.fixture(scope="session")
 def fresh_venv(tmp_path_factory) -> Path:
     """A new virtualenv with only what `pip install .` brings (the README's first command)."""
