@@ -26,12 +26,14 @@ def free_port() -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (setup.cfg's addopts) every test on the fresh virtualenv runs in one worker
-    (`--dist loadgroup`), so the virtualenv is made once and the session's stack started once, and
-    `test_stack.py`'s SIGINT stops it after the tests that share it (the group keeps collection order)."""
+    """Under pytest-xdist (setup.cfg's addopts) the e2e tests run one at a time, in one worker (`--dist loadgroup`),
+    beside the other worker's tests: the fresh virtualenv is made once and the session's stack started once
+    (`test_stack.py`'s SIGINT stops it after the tests that share it: a group keeps collection order), and no two
+    stacks compete for the two cores while a test holds a stop or a retry to a time bound."""
+    here = Path(__file__).parent
     for item in items:
-        if "fresh_venv" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("fresh-venv"))
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 @pytest.fixture(scope="session")
