@@ -25,6 +25,16 @@ from tests.services import temporary_files_in_ram
 
 temporary_files_in_ram()  # before pytest picks its temporary directory (and before xdist starts its workers)
 
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, called in the controller with what a worker collected
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """A run whose e2e tests lost their group stops here: xdist puts the group (tests/e2e/conftest.py) at the end of
+    the test's id, and without it two workers would each make a virtualenv and a stack, and `test_stack.py` could
+    stop the stack another worker's test uses."""
+    lost = [nodeid for nodeid in ids if nodeid.startswith("tests/e2e/") and not nodeid.endswith("@e2e")]
+    if lost and node.config.getvalue("dist") == "loadgroup":
+        raise pytest.UsageError(f"pytest-xdist did not group the e2e tests ({lost[0]}): see setup.cfg's pytest pin")
+
 USDC = 1_000_000
 
 

@@ -25,6 +25,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the test's id
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (setup.cfg's addopts) the e2e tests run one at a time, in one worker (`--dist loadgroup`),
     beside the other worker's tests: the fresh virtualenv is made once and the session's stack started once
