@@ -22,6 +22,19 @@ from interfaces.wiring import api_collaborators
 
 # Every log record of the run is checked for API keys (tests/logcapture.py).
 from tests.logcapture import no_api_key_in_logs, pytest_configure, pytest_sessionfinish  # noqa: F401
+from tests.services import temporary_files_in_ram
+
+temporary_files_in_ram()  # before pytest picks its temporary directory (and before xdist starts its workers)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, called in the controller with what a worker collected
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """A run whose e2e tests lost their group stops here: xdist puts the group (tests/e2e/conftest.py) at the end of
+    the test's id, and without it two workers would each make a virtualenv and a stack, and `test_stack.py` could
+    stop the stack another worker's test uses."""
+    lost = [nodeid for nodeid in ids if nodeid.startswith("tests/e2e/") and not nodeid.endswith("@e2e")]
+    if lost and node.config.getvalue("dist") == "loadgroup":
+        raise pytest.UsageError(f"pytest-xdist did not group the e2e tests ({lost[0]}): see setup.cfg's pytest pin")
 
 USDC = 1_000_000
 
@@ -115,7 +128,7 @@ CHAINS = pytest.mark.parametrize("store", ["embedded", "embedded+rpc"], indirect
 @pytest.fixture(params=["embedded", "embedded+rpc", "postgres+redis"])
 def store(request: pytest.FixtureRequest) -> dict[str, str]:
     """The stores a gateway runs on: the embedded default (SQLite, in-process locks and cache), and PostgreSQL
-    with Redis (a fresh database, Redis database 15 flushed) as in production. `embedded+rpc` talks to the
+    with Redis (a fresh database, the worker's Redis database flushed) as in production. `embedded+rpc` talks to the
     sandbox chain through the JSON-RPC adapter and the localnet instead of in-process."""
     if request.param == "embedded":
         return {}
@@ -166,7 +179,8 @@ def postgres_drops():
 
 @pytest.fixture
 def redis_url():
-    """Redis database 15, flushed (fails under CI, skips elsewhere, when the server is down)."""
+    """The worker's Redis database (tests/services.py), flushed (fails under CI, skips elsewhere, when the server
+    is down)."""
     from tests.services import clean_redis
 
     return clean_redis()

@@ -25,6 +25,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the test's id
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (setup.cfg's addopts) the e2e tests run one at a time, in one worker (`--dist loadgroup`),
+    beside the other worker's tests: the fresh virtualenv is made once and the session's stack started once
+    (`test_stack.py`'s SIGINT stops it after the tests that share it: a group keeps collection order), and no two
+    stacks compete for the two cores while a test holds a stop or a retry to a time bound."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
 @pytest.fixture(scope="session")
 def fresh_venv(tmp_path_factory) -> Path:
     """A new virtualenv with only what `pip install .` brings (the README's first command)."""
