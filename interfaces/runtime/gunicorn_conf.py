@@ -14,6 +14,7 @@ from interfaces.runtime.observability import (
     prepare_metrics_dir,
 )
 from interfaces.runtime.one_send import hold_headers_for_the_body
+from interfaces.runtime.turns import take_turns
 
 api_bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
 # `serve --console-bind`: the console's listener too; `up`: the localnet's (interfaces/http/facilitator/wsgi.py
@@ -39,6 +40,7 @@ os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), api_bin
 
 
 hold_headers_for_the_body()  # an answer's headers and body in one send (interfaces/runtime/one_send.py)
+post_request = take_turns  # each keep-alive connection its turn: yield to the hub after every answer (turns.py)
 
 
 def on_starting(server):
