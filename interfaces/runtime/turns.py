@@ -4,13 +4,13 @@ gunicorn's gevent worker serves a keep-alive connection in one greenlet, in a lo
 the next. Nothing in a verify yields (SQLite, the in-process LiteSVM and the CPU work all run on the hub's thread),
 and reading the next request does not yield either when its bytes are already there (a client that sends again as
 soon as it has its answer). Under `paywarden bench`'s 32 clients one connection was served up to 45 times in a row
-(counted in a `pre_request` hook) while others waited: the answers came every few milliseconds (p50 7 ms), but a client whose connection was passed
-over waited over a second (p99 0.8-1.3 s, 48 to 154 verifies per client in a run of 3,000). Waiting for the hub
-to go idle after each answer puts the greenlet behind every connection whose request is ready: 93-94 verifies per
-client, p99 ~2.5x p50, as the reference facilitator's asyncio loop gives (docs/performance.md, "The tail").
-`gevent.sleep(0)` is not enough: it may resume the greenlet before the loop polls for I/O (gevent's own
-documentation says so), and in a test a connection with 400 requests waiting still kept the worker for ~50 answers
-while another's one request waited; with `idle()`, for 2.
+(counted in a `pre_request` hook) while others waited: the answers came every few milliseconds (p50 7 ms), but a
+client whose connection was passed over waited over a second (p99 0.8-1.3 s, 48 to 154 verifies per client in a run
+of 3,000). Waiting for the hub to go idle after each answer puts the greenlet behind every connection whose request
+is ready: 93-94 verifies per client, p99 ~2.5x p50, as the reference facilitator's asyncio loop gives
+(docs/performance.md, "The tail"). `gevent.sleep(0)` is not enough: it may resume the greenlet before the loop
+polls for I/O (gevent's own documentation says so), and in a test a connection with 400 requests waiting still kept
+the worker for ~50 answers while another's one request waited; with `idle()`, for 2.
 """
 
 from __future__ import annotations
