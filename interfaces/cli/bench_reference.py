@@ -360,6 +360,7 @@ def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args:
     if trips:
         figures["store_trips_per_request"] = trips.per_request(stores_before, len(bodies))
     print(f"{label:>10}: {figures['throughput']:>7} /s   p50 {figures['p50_ms']} ms   p99 {figures['p99_ms']} ms"
+          f"   {figures['per_client_min']}-{figures['per_client_max']} per client"
           f"   load {figures['load_1min_before']} → {figures['load_1min_after']}   {figures['answers']}",
           flush=True)
     print(f"{'':>10}  CPU per {args.op}: {figures['cpu_ms_per_request_total']} ms = "
