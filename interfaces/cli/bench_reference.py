@@ -309,9 +309,10 @@ def cpu_delta(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, 
 
 class StoreTrips:
     """What a run asked of PostgreSQL and Redis, per request: the transactions committed or rolled back on the
-    run's own database (`pg_stat_database`: every process of the stack, the followers' reads included) and the
-    Redis commands by name (`INFO commandstats`: the whole server's, so exact only when nothing else uses it; the
-    figure counts commands, and a script or a pipeline of several is one round trip).
+    run's own database (`pg_stat_database`: every process of the stack, the followers' reads included), the Redis
+    scripts run (each one round trip) and the Redis commands by name (`INFO commandstats`: the whole server's, so
+    exact only when nothing else uses it, e.g. a `redis-server` of the run's own; Redis counts the commands a script
+    runs among them, so only the scripts and the commands no script runs are round trips).
 
     PostgreSQL publishes a backend's counts when it goes idle, at most once a second and otherwise ten seconds
     later: a snapshot waits `settle_seconds` so the run's last transactions are in it."""
@@ -339,7 +340,10 @@ class StoreTrips:
     def per_request(self, before: dict[str, int], requests: int) -> dict[str, float]:
         after = self.snapshot()
         spent = {name: (count - before.get(name, 0)) / requests for name, count in after.items()}
-        return {name: round(rate, 2) for name, rate in sorted(spent.items(), key=lambda kv: -kv[1]) if rate >= 0.01}
+        scripts = sum(rate for name, rate in spent.items() if name in ("Redis eval", "Redis evalsha", "Redis fcall"))
+        ordered = sorted(spent.items(), key=lambda kv: -kv[1])
+        return {"Redis scripts": round(scripts, 2),
+                **{name: round(rate, 2) for name, rate in ordered if rate >= 0.01}}
 
 
 def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args: argparse.Namespace,
