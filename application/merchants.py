@@ -141,19 +141,33 @@ class _SetTranscoding(Transcoding):
         return {tuple(item) if isinstance(item, list) else item for item in data}
 
 
-class Merchants(Application[UUID]):
+class MerchantRecords(Application[UUID]):
+    """The merchants' store, read: what another application asks of a merchant (ProxyServices: its verified
+    domains and capabilities). It needs no collaborator, so it is built before the applications that ask, and
+    `Merchants`, which asks them (`DomainUsage`), is built after them (docs/console.md, "Merchants and proxy
+    services: who asks whom")."""
+
+    name = "Merchants"  # the merchants' store and notification log
     snapshotting_intervals = {Merchant: SNAPSHOT_EVERY}
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
         transcoder.register(_SetTranscoding())
 
+    def get_merchant(self, name: str) -> Merchant:
+        try:
+            return self.repository.get(merchant_id(name))
+        except AggregateNotFoundError as missing:
+            raise MerchantNotFoundError(f"no merchant named {name}", field="merchant") from missing
+
+
+class Merchants(MerchantRecords):
     def __init__(self, env: Mapping[str, str] | None = None, *, settings: MerchantSettings | None = None,
                  hasher: PasswordHasher | None = None, challenges: DomainChallenges | None = None,
                  suffixes: PublicSuffixes | None = None, usage: DomainUsage | None = None) -> None:
         super().__init__(env)
         self.settings = settings or MerchantSettings()
-        self._hasher, self._challenges, self._suffixes, self.usage = hasher, challenges, suffixes, usage
+        self._hasher, self._challenges, self._suffixes, self._usage = hasher, challenges, suffixes, usage
 
     # -- accounts and logins --------------------------------------------------------------------------------
 
@@ -275,7 +289,7 @@ class Merchants(Application[UUID]):
         merchant = self.get_merchant(name)
         domain = raw.strip().rstrip(".").lower()
         wanted = challenge(domain, merchant.domain_token(domain))
-        if merchant.domains[domain]["verified"]:
+        if merchant.is_verified(domain):
             return "already"
         if self._challenges is None:
             raise DomainNotVerifiedError("domain verification is not configured here", field="domain")
@@ -296,7 +310,7 @@ class Merchants(Application[UUID]):
     def remove_domain(self, name: str, raw: str) -> None:
         merchant = self.get_merchant(name)
         domain = raw.strip().rstrip(".").lower()
-        if self.usage is not None and self.usage.services_on_domain(str(merchant.id), domain):
+        if self._usage is not None and self._usage.services_on_domain(str(merchant.id), domain):
             raise MerchantConflictError(f"{domain} is used by a proxy service: delete the service first",
                                         field="domain")
         merchant.remove_domain(domain)
@@ -307,7 +321,7 @@ class Merchants(Application[UUID]):
         if self.settings.production:
             raise MerchantError("localhost is pre-verified in the sandbox only")
         merchant = self.get_merchant(name)
-        if SANDBOX_DOMAIN not in merchant.domains:
+        if not merchant.has_domain(SANDBOX_DOMAIN):
             merchant.add_domain(SANDBOX_DOMAIN, secrets.token_urlsafe(24))
         merchant.verify_domain(SANDBOX_DOMAIN, "sandbox")
         self.save(merchant)
@@ -324,16 +338,10 @@ class Merchants(Application[UUID]):
         merchant.toggle_discovery(enabled)
         self.save(merchant)
 
-    def get_merchant(self, name: str) -> Merchant:
-        try:
-            return self.repository.get(merchant_id(name))
-        except AggregateNotFoundError as missing:
-            raise MerchantNotFoundError(f"no merchant named {name}", field="merchant") from missing
-
     # -- steps ----------------------------------------------------------------------------------------------
 
     def _service_id(self, name: str, ref: str) -> str:
-        found = self.usage.service_id_for(name, ref) if self.usage is not None else None
+        found = self._usage.service_id_for(name, ref) if self._usage is not None else None
         if found is None:
             raise MerchantError(f"{ref!r} is not one of your proxy services: give a service's id or slug "
                                 "(paywarden service list), or no service for an unscoped key", field="service")

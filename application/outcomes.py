@@ -151,7 +151,9 @@ def settle_outcome(payment: PaymentRecord) -> SettleOutcome:
 def terminal_entries(payment: PaymentRecord) -> dict[str, dict[str, Any]]:
     """What the terminal result cache holds for a payment, by operation: a rejection, a failure, an answered
     success (and, with it, the `duplicate_settlement` every later verify gets). An approval is not terminal (it
-    may become settled), nor is a confirmation no settle has answered yet."""
+    may become settled), nor is a confirmation no settle has answered yet. Only a settle reads the cache now (a
+    verify takes no lock, docs/facilitator.md); the verify entries are still written, as the caches that earlier
+    releases filled hold them and `audit rebuild --check` compares a cache with its rebuild."""
     terms, entries = payment.terms_digest, {}
     if payment.verify_outcome is PaymentState.REJECTED or payment.success_answered:
         entries["verify"] = cache_entry(terms, verify_outcome(payment))
@@ -181,16 +183,9 @@ def cache_entry(terms: str, outcome: VerifyOutcome | SettleOutcome, answer_key: 
 OTHER_TERMS = "this payment was first presented with other requirements"
 
 
-def replayed_verify(cached: dict[str, Any], terms: str) -> VerifyOutcome:
-    """A duplicate verify answered from its terminal result cache entry. A payment is bound to the terms it was
-    first presented with: other terms are refused, not replayed."""
-    if cached["terms"] != terms:
-        return VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, message=OTHER_TERMS)
-    return VerifyOutcome(**cached["outcome"]).as_replay()
-
-
 def replayed_settle(cached: dict[str, Any], terms: str, network: str, request_key: str | None) -> SettleOutcome:
-    """A duplicate settle answered from its terminal result cache entry, through `repeated_settle`."""
+    """A duplicate settle answered from its terminal result cache entry, through `repeated_settle`. A payment is
+    bound to the terms it was first presented with: other terms are refused, not replayed."""
     if cached["terms"] != terms:
         return SettleOutcome.failed(Code.INVALID_PAYMENT_REQUIREMENTS, network=network, message=OTHER_TERMS)
     return repeated_settle(SettleOutcome(**cached["outcome"]), cached.get("answer_key"), request_key)

@@ -1,6 +1,6 @@
-"""The checks a verify or settle request passes before any payment is looked up: scheme, network, the key's
-environment, the accepted terms, the client's capability and the fee payer; then the transaction is decoded and
-the request's idempotency key derived from it."""
+"""The checks a verify or settle request passes before any payment is looked up: the key's scope, scheme, network,
+the key's environment, the accepted terms, the client's capability and the fee payer; then the transaction is
+decoded and the request's idempotency key derived from it."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ def check_request(client: Client, payload: PaymentPayload, requirements: Require
                   fee_payers: FeePayers, request_key: str | None = None, via: str | None = None) -> PaymentRequest:
     """The checks that need no chain call; raises `PaymentRuleError` (or `KeyEnvironmentError`) on the first
     one broken."""
+    check_scope(client, payload, requirements)
     if requirements.scheme != SCHEME_EXACT:
         raise PaymentRuleError(Code.UNSUPPORTED_SCHEME, f"scheme {requirements.scheme!r} is not supported")
     known = network(requirements.network)
@@ -69,3 +70,14 @@ def check_request(client: Client, payload: PaymentPayload, requirements: Require
     key = idempotency_key(client.id, requirements.amount, digest)
     return PaymentRequest(client, payload, requirements, chain, tx, wire, message, payment_fingerprint(tx), digest,
                           key, request_key, via)
+
+
+def check_scope(client: Client, payload: PaymentPayload, terms: Requirements) -> None:
+    """A key scoped to a proxy service pays only for what one of that service's routes charges
+    (domain/scopes.py): other terms are refused before any payment is recorded."""
+    scope = client.scope
+    if scope is not None and not scope.allows(payload, terms):
+        raise PaymentRuleError(Code.INVALID_PAYMENT_REQUIREMENTS,
+                               f"this API key is scoped to the service {scope.slug}, and none of its routes charges "
+                               f"{terms.amount} of {terms.asset} on {terms.network} to {terms.pay_to}"
+                               + (" for this resource" if payload.resource else ""))

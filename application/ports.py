@@ -89,28 +89,17 @@ class FeePayers(Protocol):
 
 
 class Locks(Protocol):
-    """Mutual exclusion per idempotency key across every worker; `acquire` never blocks."""
+    """Mutual exclusion per idempotency key across every worker; `hold` never blocks."""
 
     def hold(self, key: str, ttl_seconds: float) -> AbstractContextManager[bool]:
         """Context manager yielding True if this caller holds the lock, False if someone else does."""
         ...
 
 
-class Admission(Protocol):
-    """A request's way in: the terminal result cache read and, on a miss, the payment's lock, in one step (one
-    Redis round trip in production). Without it, `Payments` takes the lock from `Locks` and reads `ResultCache`
-    only when another request holds it (in-process locks cost no round trip; the event store answers the rest)."""
-
-    def admit(self, key: str, operation: str,
-              ttl_seconds: float) -> AbstractContextManager[tuple[dict[str, Any] | None, bool]]:
-        """Yields (the cached result, None on a miss; True if this caller now holds the lock). A hit takes no
-        lock; the lock is released when the context exits."""
-        ...
-
-
 class ResultCache(Protocol):
     """Terminal results by idempotency key and operation, read-only: `projections.results.ResultCacheProjection`
-    is its one writer. A miss is never an answer: the event store is."""
+    is its one writer. Read only while another request holds the payment's lock (application/payment_store.py);
+    a miss is never an answer: the event store is."""
 
     def get(self, key: str, operation: str) -> dict[str, Any] | None: ...
 

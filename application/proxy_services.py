@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
 
+from domain.merchant import Merchant
 from domain.networks import SCHEME_EXACT, network
 from domain.proxy_service import (
     BaseUrl,
@@ -48,7 +49,7 @@ class Secrets(Protocol):
 class MerchantDirectory(Protocol):
     """The Merchant aggregate of a merchant name (the Merchants application)."""
 
-    def get_merchant(self, name: str) -> Any: ...
+    def get_merchant(self, name: str) -> Merchant: ...
 
 
 class ServiceNotFoundError(ProxyServiceError):
@@ -57,13 +58,6 @@ class ServiceNotFoundError(ProxyServiceError):
 
 class SlugTakenError(ProxyServiceConflictError):
     """A custom slug another service holds."""
-
-
-def verified_domains(merchant: Any) -> set[str]:
-    """The merchant's verified domains (the console's domain verification, issue 13). The one place that reads
-    them: `Merchant.domains` maps a domain to its record, with `verified` set once a check succeeded."""
-    domains = getattr(merchant, "domains", None) or {}
-    return {name for name, record in domains.items() if record.get("verified")}
 
 
 class _FrozenTranscoding(Transcoding):
@@ -94,7 +88,7 @@ class ProxyServices(Application[uuid.UUID]):
 
     def __init__(self, env: Mapping[str, str] | None = None, *, merchants: MerchantDirectory | None = None,
                  secrets: Secrets | None = None, sandbox: bool = True,
-                 domains: Callable[[Any], set[str]] = verified_domains,
+                 domains: Callable[[Merchant], Iterable[str]] = Merchant.verified_domains,
                  own_ports: frozenset[int] = frozenset()) -> None:
         """`own_ports`: Paywarden's own listeners on this host, which no localhost service may name."""
         super().__init__(env)
@@ -274,8 +268,7 @@ class ProxyServices(Application[uuid.UUID]):
         return {d.lower() for d in self._domains(self._merchants.get_merchant(merchant))}
 
     def _capability(self, merchant: str, network_id: str | None, asset: str | None) -> tuple[str, str]:
-        enabled = sorted(getattr(self._merchants.get_merchant(merchant), "capabilities", set())
-                         if self._merchants else set())
+        enabled = sorted(self._merchants.get_merchant(merchant).capabilities if self._merchants else set())
         usable = [(n, a) for n, scheme, a in enabled if scheme == SCHEME_EXACT
                   and (network_id is None or n == network_id) and (asset is None or a == asset)]
         if network_id is not None and network(network_id) is None:

@@ -3,7 +3,7 @@
 Wave 1 recorded no claims: its settled payments hold their transactions in `SettlementSubmitted` but no claim on
 them, and its idempotency keys were derived from the client's signature (wave 2 derives them from the message
 hash), so a payment it settled is not found under the key a request now derives. The claim on the transaction is
-what finds it whatever the key's derivation (`Payments._recorded_under_another_key`): it is keyed by the
+what finds it whatever the key's derivation (`application.verifying.recorded_under_another_key`): it is keyed by the
 transaction's message hash, a property of the transaction itself. `backfill_claims` records it for every
 broadcast recorded before the store's first claim, once (the ones present are left alone), before the API serves.
 """

@@ -207,6 +207,17 @@ class Merchant(Aggregate):
     def domain_token(self, domain: str) -> str:
         return str(self._domain(domain)["token"])
 
+    def has_domain(self, domain: str) -> bool:
+        return domain in self.domains
+
+    def is_verified(self, domain: str) -> bool:
+        """Whether a check proved control of `domain`, one of the merchant's (UnknownObjectError otherwise)."""
+        return bool(self._domain(domain)["verified"])
+
+    def verified_domains(self) -> frozenset[str]:
+        """The domains whose control a check proved: what a proxy service's base URL may be on."""
+        return frozenset(name for name, record in self.domains.items() if record["verified"])
+
     def verify_domain(self, domain: str, method: str) -> None:
         if not self._domain(domain)["verified"]:
             self._verify_domain(domain=domain, method=method)

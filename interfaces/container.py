@@ -6,15 +6,17 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
+from redis import Redis
 
 from application.listings import Listings, StoredPayments
-from application.merchants import Merchants, MerchantSettings
-from application.payments import Payments, Settings
+from application.merchants import DomainUsage, MerchantRecords, Merchants, MerchantSettings
+from application.payment_store import Settings
+from application.payments import Payments
 from application.ports import Chain, QueryCache, Resolver, ResultCache, SystemClock
 from application.proxy_services import ProxyServices
 from application.webhooks import Webhooks
@@ -34,7 +36,7 @@ from interfaces.adapters.key_usage import KeyUsage
 from interfaces.adapters.memory import InProcessLocks, TtlCache
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.postgres import is_postgres, postgres_env
-from interfaces.adapters.redis import RedisAdmission, RedisLocks, RedisQueryCache, RedisResultCache, redis_client
+from interfaces.adapters.redis import RedisLocks, RedisQueryCache, RedisResultCache, redis_client
 from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.secret_box import build_secret_box
 from interfaces.adapters.secrets import BoxedSecrets
@@ -44,6 +46,7 @@ from interfaces.adapters.sqlite import SYNCHRONOUS as SQLITE_SYNCHRONOUS
 from interfaces.adapters.sqlite import WAL_AUTOCHECKPOINT as SQLITE_WAL_AUTOCHECKPOINT
 from interfaces.adapters.sqlite import LeanDatastore, durable_sends
 from interfaces.config import Config, ConfigError
+from interfaces.runtime.probes import ProbedChain
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
 from projections.catalog import CatalogView, SqliteCatalogView
 from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
@@ -52,9 +55,14 @@ from projections.payment_volume import PaymentVolumeView, SqlitePaymentVolumeVie
 from projections.results import SqliteResultCacheView, SqlResultCacheView
 from projections.runner import catch_up
 from projections.service_scopes import ServiceScopesProjection, ServiceScopesView, SqliteServiceScopesView
+from projections.sql import SqlView
 from projections.webhook_outbox import WebhookEndpointsProjection
 from projections.webhooks import SqliteWebhooksView, WebhooksView
 
+if TYPE_CHECKING:  # LiteSVM is imported only in sandbox mode
+    from interfaces.sandbox.chain import Sandbox
+
+V = TypeVar("V", bound=SqlView)
 PAYMENTS_STORE = "payments"
 # Read models rebuilt from the events alone: a commit lost to a power cut loses its tracking record with it, and
 # the projection applies those events again (docs/performance.md). Not the accounts (a revocation must hold at
@@ -97,16 +105,20 @@ def sqlite_dir(config: Config) -> Path:
     return config.data_dir
 
 
-def build_view(config: Config, name: str, view_class: type[Any], postgres_class: type[Any] | None = None) -> Any:
-    """A view on the configured store. On PostgreSQL, `postgres_class` defaults to the `Postgres…View` next to
-    the SQLite `view_class` (`SqliteAccountsView` → `PostgresAccountsView`)."""
+def build_view(config: Config, name: str, view_class: type[V]) -> V:
+    """A view on the configured store: `view_class` (`SqliteAccountsView`) on SQLite, the `Postgres…View` beside it
+    (`PostgresAccountsView`) on PostgreSQL. Typed as `view_class`: the two share their read model's class
+    (`AccountsView`), which holds every query, and differ only in the recorder each extends."""
     if is_postgres(config.database_url):
-        view_class = postgres_class or _postgres_sibling(view_class)
+        view_class = _postgres_sibling(view_class)
     factory = InfrastructureFactory.construct(env=Environment(name, store_env(config, name)))
-    return factory.tracking_recorder(view_class)
+    view = factory.tracking_recorder(view_class)
+    if not isinstance(view, view_class):  # the factory's own typing stops at TrackingRecorder
+        raise TypeError(f"{name}: the store built a {type(view).__name__}, not a {view_class.__name__}")
+    return view
 
 
-def _postgres_sibling(view_class: type[Any]) -> type[Any]:
+def _postgres_sibling(view_class: type[V]) -> type[V]:
     name = "Postgres" + view_class.__name__.removeprefix("Sqlite")
     sibling = getattr(sys.modules[view_class.__module__], name, None)
     if sibling is None:
@@ -116,15 +128,15 @@ def _postgres_sibling(view_class: type[Any]) -> type[Any]:
 
 @dataclass
 class Chains:
-    """Implements the `Chains` port: the chain adapter of each served network."""
+    """Implements the `Chains` port: the chain adapter of each served network (which the probes ask too)."""
 
-    by_network: dict[str, Chain] = field(default_factory=dict)
+    by_network: dict[str, ProbedChain] = field(default_factory=dict)
 
     def for_network(self, caip2: str) -> Chain | None:
         return self.by_network.get(caip2)
 
 
-def build_chains(config: Config, sandbox: Any = None) -> tuple[Chains, Any]:
+def build_chains(config: Config, sandbox: Sandbox | None = None) -> tuple[Chains, Sandbox | None]:
     chains = Chains()
     if config.devnet_rpc_url:
         chains.by_network[DEVNET.caip2] = RpcChain(config.devnet_rpc_url)
@@ -149,7 +161,7 @@ def build_fee_payers(config: Config) -> KeypairFeePayers:
 SANDBOX_FEE_PAYER_LAMPORTS = 10 * 10**9
 
 
-def fund_fee_payers(sandbox: Any, addresses: Sequence[str]) -> None:
+def fund_fee_payers(sandbox: Sandbox, addresses: Sequence[str]) -> None:
     """On the sandbox chain the service's signers start with SOL, as an operator would fund them."""
     for address in addresses:
         if sandbox.sol_balance(address) < SANDBOX_FEE_PAYER_LAMPORTS // 10:
@@ -173,12 +185,13 @@ class Container:
     webhooks: Webhooks  # merchants' webhook endpoints
     webhooks_view: WebhooksView  # their read model and the outbox (projections/webhooks.py)
     proxies: ProxyServices  # the transparent proxy's services and routes
+    merchant_records: MerchantRecords  # the merchants' store, read by ProxyServices
     payment_list: PaymentListView  # the payments read model (console, audit, GET /v1/payments)
     console: ConsoleView  # the console read model (keys, logins, domains; last use of keys)
     key_usage: KeyUsage  # records the last use of API keys (interfaces/adapters/key_usage.py)
     service_scopes: ServiceScopesView  # proxy services and routes, for keys scoped to a service
-    sandbox: Any = None  # the in-process sandbox chain (interfaces/sandbox/chain.py) in sandbox mode
-    redis: Any = None  # the Redis client when PAYWARDEN_REDIS_URL is set
+    sandbox: Sandbox | None = None  # the in-process sandbox chain (interfaces/sandbox/chain.py) in sandbox mode
+    redis: Redis | None = None  # the Redis client when PAYWARDEN_REDIS_URL is set
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
     payment_volume: PaymentVolumeView | None = None  # settled USDC per day/hour and service; payments' services
 
@@ -215,6 +228,7 @@ class Container:
         self.listings.close()
         self.webhooks.close()
         self.proxies.close()
+        self.merchant_records.close()
         for view in (self.accounts, self.catalog, self.webhooks_view, self.payment_list, self.console,
                      self.service_scopes):
             view.datastore.close()
@@ -225,7 +239,7 @@ class Container:
             self.redis.close()
 
 
-def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = None,
+def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache | None = None,
           resolver: Resolver | None = None) -> Container:
     chains, sandbox = build_chains(config, sandbox)
     if not is_postgres(config.database_url):  # the payments store is durable before any broadcast
@@ -236,20 +250,24 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
         fund_fee_payers(sandbox, fee_payers.addresses())
     settings = Settings(limits=config.limits, confirmation_budget_seconds=config.confirmation_budget_seconds,
                         lock_margin_seconds=config.lock_margin_seconds)
-    redis = locks = result_cache = admission = None
+    redis = locks = result_cache = None
     if config.redis_url:
         redis = redis_client(config.redis_url)
         locks = RedisLocks(redis)
-        if cache is None:  # the result read and the lock in one round trip
-            cache, admission = RedisResultCache(redis), RedisAdmission(redis, locks)
+        cache = cache or RedisResultCache(redis)
     else:  # the result cache is a SQL read model (projections/results.py), filled by the projection worker
         result_cache = build_view(config, "result_cache", SqliteResultCacheView)
         cache = cache or result_cache
     payments = Payments(
         store_env(config, PAYMENTS_STORE), chains=chains, fee_payers=fee_payers, locks=locks or InProcessLocks(),
-        cache=cache, clock=SystemClock(), settings=settings, admission=admission,
+        cache=cache, clock=SystemClock(), settings=settings,
     )
-    merchants = build_merchants(config, served=frozenset(chains.by_network))
+    # ProxyServices reads merchants (their verified domains and capabilities) from the merchants' store; Merchants
+    # asks ProxyServices which domains its services use (DomainUsage): built in that order, neither set afterwards.
+    merchant_records = MerchantRecords(store_env(config, "merchants"))
+    proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchant_records,
+                            secrets=build_secrets(config), sandbox=config.sandbox, own_ports=config.own_ports)
+    merchants = build_merchants(config, served=frozenset(chains.by_network), usage=proxies)
     accounts = build_view(config, "accounts", SqliteAccountsView)
     if redis is not None:
         accounts.on_change = ChangePublisher(redis)
@@ -258,15 +276,13 @@ def build(config: Config, *, sandbox: Any = None, cache: ResultCache | None = No
     catalog = build_view(config, "catalog", SqliteCatalogView)
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
-    proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchants, secrets=build_secrets(config),
-                            sandbox=config.sandbox, own_ports=config.own_ports)
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
-    merchants.usage = proxies  # DomainUsage: a domain a proxy service uses cannot be removed; keys' services
     console = build_view(config, "console", SqliteConsoleView)
 
     return Container(config, payments, merchants, accounts, chains, fee_payers, listings=listings, catalog=catalog,
                      discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view, proxies=proxies,
-                     payment_list=payment_list, console=console, key_usage=KeyUsage(console),
+                     merchant_records=merchant_records, payment_list=payment_list, console=console,
+                     key_usage=KeyUsage(console),
                      service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView), sandbox=sandbox,
                      redis=redis, result_cache=result_cache,
                      payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView))
@@ -284,13 +300,12 @@ def build_secrets(config: Config) -> BoxedSecrets:
     return BoxedSecrets(build_secret_box(config))
 
 
-def build_merchants(config: Config, *, served: frozenset[str]) -> Merchants:
+def build_merchants(config: Config, *, served: frozenset[str], usage: DomainUsage) -> Merchants:
     """The Merchants application with this deployment's rules: served networks, the service's own and the
-    operator's blocked domains, argon2id passwords, DNS/HTTPS domain checks and the Public Suffix List."""
-
-
+    operator's blocked domains, argon2id passwords, DNS/HTTPS domain checks, the Public Suffix List, and the proxy
+    services' answer to which domains they use."""
     own = config.service_domains + ((urlsplit(config.console_url).hostname or "",) if config.console_url else ())
     settings = MerchantSettings(served_networks=served, production=not config.sandbox,
                                 own_domains=tuple(d for d in own if d), blocked_domains=config.blocked_domains)
     return Merchants(store_env(config, "merchants"), settings=settings, hasher=Argon2Hasher(),
-                     challenges=DnsHttpChallenges(config.dns_nameservers), suffixes=PslSuffixes())
+                     challenges=DnsHttpChallenges(config.dns_nameservers), suffixes=PslSuffixes(), usage=usage)

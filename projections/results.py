@@ -1,6 +1,7 @@
 """The terminal result cache as a read model: verify and settle results written as Payments records them.
 
-A duplicate request whose result is terminal is answered from this cache without the lock or the event store.
+A duplicate settle whose result is terminal is answered from this cache while another request holds the payment's
+lock (application/payment_store.py), without the event store.
 This projection is the cache's one writer: per payment it folds the events into `PaymentFacts` and writes what
 `application.outcomes.terminal_entries` (the functions the live answer calls) says is final, keyed by idempotency
 key and operation, in the shape the Payments application replays. It never loads an aggregate. A miss is never an

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventsourcing.application import Application, ProcessingEvent
+from eventsourcing.application import Application, ProcessingEvent, project_aggregate
 from eventsourcing.persistence import IntegrityError, Notification, Tracking
 from eventsourcing.projection import EventSourcedProjection, Projection
 
@@ -100,16 +100,33 @@ def _apply_event_sourced(name: str, projection: EventSourcedProjection[Any], sha
         tracking = Tracking(name, notification_id)
         processing = ProcessingEvent[Any](tracking=tracking)
         projection.policy(event(), processing)
-        if processing.events:  # recorded as EventSourcedProjection.process_event records it, step by step
-            recordings = projection._record(processing)  # noqa: SLF001 - the library's own steps
-            projection._take_snapshots(processing)  # noqa: SLF001
-            projection.notify(processing.events)
-            projection._notify(recordings)  # noqa: SLF001
+        if processing.events:
+            record(projection, processing)
             idle = None
         else:
             idle = tracking
     if idle is not None:
         projection.recorder.insert_tracking(idle)
+
+
+def record(projection: EventSourcedProjection[Any], processing: ProcessingEvent[Any]) -> None:
+    """What `EventSourcedProjection.process_event` does with the events its policy collected, through the
+    library's public interface: the events and their tracking record in one transaction of the projection's
+    process recorder (`EventStore.put`), then the snapshots `Application.save` would take (an aggregate whose new
+    version is a multiple of its class's interval; `take_snapshot`). The library's `_notify` and the deprecated
+    `notify` do nothing for a projection (only a system's leader overrides `_notify`), and no projection of ours
+    keeps an aggregate cache for `_record` to fill."""
+    projection.events.put(processing.events, tracking=processing.tracking, **processing.saved_kwargs)
+    if projection.snapshots is None:
+        return
+    for event in processing.events:
+        aggregate = processing.aggregates.get(event.originator_id)
+        if aggregate is None:
+            continue
+        interval = projection.snapshotting_intervals.get(type(aggregate))
+        if interval and event.originator_version % interval == 0:
+            projector = projection.snapshotting_projectors.get(type(aggregate), project_aggregate)
+            projection.take_snapshot(event.originator_id, version=event.originator_version, projector_func=projector)
 
 
 def _tracking(projection: AnyProjection) -> Any:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, OperationalError, Tracking, TrackingRecorder
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, Tracking, TrackingRecorder
 from eventsourcing.utils import retry
 
 
@@ -35,6 +35,7 @@ class SqlView(TrackingRecorder):
     paramstyle = "qmark"
     tables: Sequence[str] = ()
     datastore: Any  # the SQLite or PostgreSQL datastore of the recorder this view is
+    insert_tracking_statement: Any  # the recorder's own statement recording a position (`record_position`)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -60,7 +61,7 @@ class SqlView(TrackingRecorder):
             return
         with self.datastore.transaction(commit=True) as c:
             yield _Cursor(c, self)
-            self._insert_tracking(c, tracking)  # type: ignore[attr-defined]
+            self.record_position(c, tracking)
 
     @contextmanager
     def batch(self, first: Tracking | None = None, last: Tracking | None = None) -> Iterator[Batch]:
@@ -79,12 +80,27 @@ class SqlView(TrackingRecorder):
                 last.notification_id != first.notification_id else None
             batch = local.batch = Batch(c, self, end, first=first if bounded else None)
             try:
-                if bounded:
-                    self._insert_tracking(c, first)  # type: ignore[attr-defined]
+                if first is not None and bounded:
+                    self.record_position(c, first)
                 yield batch
                 batch.finish()
             finally:
                 local.batch = None
+
+    def record_position(self, cursor: Any, tracking: Tracking) -> None:
+        """Record `tracking` in the transaction of `cursor`, as the recorder's public `insert_tracking` does in a
+        transaction of its own: with the recorder's own statement (`insert_tracking_statement`, public on the
+        SQLite and PostgreSQL tracking recorders), so `max_tracking_id` and `has_tracking_id` read what this
+        wrote. With single-row tracking the statement returns the new position, and nothing when the recorded one
+        is not before it: that is the IntegrityError the recorder raises (an event applied twice)."""
+        params = {"application_name": tracking.application_name, "notification_id": tracking.notification_id}
+        if self.paramstyle == "format":  # psycopg: prepared once per connection, as the recorder does
+            cursor.execute(self.insert_tracking_statement, params, prepare=True)
+        else:
+            cursor.execute(self.insert_tracking_statement, params)
+        if self.datastore.single_row_tracking and cursor.fetchone() is None:
+            raise IntegrityError(f"Failed to record tracking for {tracking.application_name} "
+                                 f"{tracking.notification_id}")
 
     def current_batch(self) -> Batch | None:
         """This thread's open batch of this view, if any."""
@@ -128,7 +144,7 @@ class Batch:
     def track(self, tracking: Tracking) -> None:
         """One event applied: its position is recorded now, unless the batch records its bounds."""
         if not self.bounded:
-            self.view._insert_tracking(self.cursor, tracking)  # type: ignore[attr-defined]  # noqa: SLF001
+            self.view.record_position(self.cursor, tracking)
 
     def stop_after(self, tracking: Tracking) -> None:
         """The batch ends early: `tracking`, not its announced last notification, is the position it records."""
@@ -153,7 +169,7 @@ class Batch:
         for flush in self._flushes.values():
             flush()
         if self.last is not None:
-            self.view._insert_tracking(self.cursor, self.last)  # type: ignore[attr-defined]  # noqa: SLF001
+            self.view.record_position(self.cursor, self.last)
 
 
 class _Cursor:

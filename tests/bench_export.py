@@ -50,12 +50,12 @@ def export(data_dir: str, database_url: str) -> dict[str, float]:
     from interfaces.config import Config
     from interfaces.container import build
     from interfaces.http.console.app import create_app
-    from interfaces.http.console.collaborators import from_container
     from interfaces.http.console.sessions import COOKIE
+    from interfaces.wiring import console_collaborators
     from tests.integration.console_helpers import PASSWORD
 
     container = build(Config(data_dir=Path(data_dir), database_url=database_url))
-    app = create_app(from_container(container))
+    app = create_app(console_collaborators(container))
     login = testing.TestClient(app).simulate_post(
         "/api/v1/session", json={"email": "owner@acme.test", "password": PASSWORD},
         headers={"Origin": "http://falconframework.org"})

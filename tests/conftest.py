@@ -18,6 +18,7 @@ from interfaces.config import Config
 from interfaces.container import Container, build
 from interfaces.http.facilitator.app import create_app
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
+from interfaces.wiring import api_collaborators
 
 # Every log record of the run is checked for API keys (tests/logcapture.py).
 from tests.logcapture import no_api_key_in_logs, pytest_configure, pytest_sessionfinish  # noqa: F401
@@ -91,7 +92,7 @@ def make_gateway(tmp_path: Path, sandbox: Any, *, resolver: Any = None, **config
     container.merchants.enable_capability("acme", DEVNET.caip2)
     api_key, _ = container.merchants.create_key("acme", KeyEnv.TEST)
     container.refresh_accounts()
-    gateway = Gateway(container, testing.TestClient(create_app(container)), api_key, sandbox,
+    gateway = Gateway(container, testing.TestClient(create_app(api_collaborators(container))), api_key, sandbox,
                       container.fee_payers.addresses()[0])
     sandbox.mint_usdc(str(gateway.payer.pubkey()), 10 * USDC)
     sandbox.mint_usdc(str(gateway.pay_to.pubkey()), 0)

@@ -169,8 +169,9 @@ class PostgresFactory(postgres.PostgresFactory):
 def release_idle_connections(pool: Any) -> None:
     """Close the pool's idle connections now. Creating a store's tables takes a connection, and every process
     builds every store: kept until IDLE_SECONDS, they were over a hundred while a stack started (PostgreSQL's
-    default limit). psycopg_pool has no public call for this; if its internals change, the idle timeout still
-    closes them."""
+    default limit). psycopg_pool has no public call for this (closing or draining a connection makes it open a
+    replacement): its private names, pinned to the versions tested (setup.cfg: psycopg-pool>=3.3,<3.4) and
+    guarded by tests/integration/test_postgres_pool.py. If they change, the idle timeout still closes them."""
     try:
         while True:
             with pool._lock:

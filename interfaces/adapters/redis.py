@@ -182,32 +182,6 @@ class RedisResultCache:
         return load_entry(raw)
 
 
-class RedisAdmission:
-    """Implements `Admission`: the terminal result's read and, on a miss, the lock (`RedisLocks`' SET NX PX lease
-    with a random token) in one Lua script, one round trip instead of two. A script retried after a lost reply
-    finds its own token: still our lock. Redis unreachable: raises, as taking the lock alone would (nothing runs
-    unguarded); the lease is renewed and released by `RedisLocks`."""
-
-    _ADMIT = """
-local cached = redis.call('GET', KEYS[1])
-if cached then return {cached, 0} end
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'', 1} end
-if redis.call('GET', KEYS[2]) == ARGV[1] then return {'', 1} end
-return {'', 0}
-"""
-
-    def __init__(self, client: redis.Redis, locks: RedisLocks) -> None:
-        self._admit, self._locks = client.register_script(self._ADMIT), locks
-
-    @contextmanager
-    def admit(self, key: str, operation: str, ttl_seconds: float) -> Iterator[tuple[dict[str, Any] | None, bool]]:
-        name, token = lock_key(key), secrets.token_hex(16)
-        raw, held = self._admit(keys=[result_key(key, operation), name], args=[token, self._locks.lease_ms])
-        cached = load_entry(raw) if raw else None
-        with self._locks.leased(name, token, bool(held), ttl_seconds) as acquired:
-            yield cached, acquired
-
-
 class RedisResultCacheView(ResultCacheView):
     """The result cache as the view of `ResultCacheProjection`: each event's writes and its tracking position
     are applied by one Lua script, so an event is applied once even with several runners."""

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing import sqlite
@@ -126,7 +126,8 @@ class LeanDatastore(sqlite.SQLiteDatastore):
                  **kwargs: Any) -> None:
         super().__init__(db_name, **kwargs)
         self.synchronous, self.wal_autocheckpoint = synchronous, wal_autocheckpoint
-        self._idle: list[sqlite.SQLiteConnection] = []
+        self.pragmas: list[str] = []  # run on every connection opened after `tune` added them
+        self._idle: list[LeanConnection] = []
         self._writer = threading.Lock()  # gevent's when the worker is patched: a waiting writer yields
         self._closed = False
 
@@ -172,7 +173,7 @@ class LeanDatastore(sqlite.SQLiteDatastore):
                 return list(cursor.fetchall())
         with self.get_connection(commit=False) as conn:
             try:
-                rows = conn._sqlite_conn.execute(statement, params)
+                rows = cast(LeanConnection, conn).sqlite.execute(statement, params)
                 try:
                     return rows.fetchall()
                 finally:
@@ -180,7 +181,15 @@ class LeanDatastore(sqlite.SQLiteDatastore):
             except sqlite3.Error as error:
                 raise _persistence_error(error) from error
 
-    def _connect(self) -> sqlite.SQLiteConnection:
+    def tune(self, *pragmas: str) -> None:
+        """Run `pragmas` on every idle connection now and on every connection opened from now on (the bulk mode
+        of `paywarden bench-load`; no connection may be in use)."""
+        self.pragmas.extend(pragmas)
+        for conn in self._idle:
+            for pragma in pragmas:
+                conn.sqlite.execute(pragma)
+
+    def _connect(self) -> LeanConnection:
         """A connection as the library's pool makes one (`SQLiteConnectionPool._create_connection`: autocommit, WAL,
         `sqlite3.Row`), with sqlite3's default statement cache (the library passes `cached_statements=True`, a
         cache of one statement: every statement of a transaction was compiled again, ~3x the CPU of a read) and the
@@ -197,14 +206,25 @@ class LeanDatastore(sqlite.SQLiteDatastore):
         c.execute(f"PRAGMA synchronous={self.synchronous}")
         if self.wal_autocheckpoint is not None:
             c.execute(f"PRAGMA wal_autocheckpoint={int(self.wal_autocheckpoint)}")
+        for pragma in self.pragmas:
+            c.execute(pragma)
         c.row_factory = sqlite3.Row
-        return sqlite.SQLiteConnection(sqlite_conn=c, max_age=None)
+        return LeanConnection(c)
 
     def close(self) -> None:
         self._closed = True
         while self._idle:
             self._idle.pop().close()
         super().close()
+
+
+class LeanConnection(sqlite.SQLiteConnection):
+    """The library's connection, keeping its sqlite3 connection where `LeanDatastore.read` can use it (the
+    library's own attribute for it is private)."""
+
+    def __init__(self, sqlite_conn: sqlite3.Connection) -> None:
+        super().__init__(sqlite_conn=sqlite_conn, max_age=None)
+        self.sqlite = sqlite_conn
 
 
 def _switch_to_wal(c: sqlite3.Connection, pool: Any, tries: int = 100) -> None:

@@ -8,12 +8,7 @@ import sys
 from typing import Any
 
 from domain.merchant import merchant_id
-
-
-def _container() -> Any:
-    from interfaces.cli.main import _container as build
-
-    return build()
+from interfaces.cli.context import container
 
 
 def _print_history(events: list[dict[str, Any]], as_json: bool) -> None:
@@ -40,7 +35,7 @@ def payment(args: argparse.Namespace) -> int:
     from projections.payment_list import PaymentListProjection
     from projections.runner import catch_up
 
-    c = _container()
+    c = container()
     catch_up(c.payments, PaymentListProjection(c.payment_list))  # look-ups by handle see every payment
     ids = payment_ids(args.handle, c.payments, c.payment_list)
     if not ids:
@@ -54,7 +49,7 @@ def payment(args: argparse.Namespace) -> int:
 def merchant(args: argparse.Namespace) -> int:
     from interfaces.audit.history import history
 
-    c = _container()
+    c = container()
     return _found(history(c.merchants, merchant_id(args.name)), args, f"no merchant {args.name}")
 
 
@@ -84,7 +79,7 @@ def aggregate(args: argparse.Namespace) -> int:
 def rebuild(args: argparse.Namespace) -> int:
     from interfaces.audit.rebuild import rebuild_all
 
-    c = _container()
+    c = container()
     different = 0
     for result in rebuild_all(c, check=args.check):
         for line in result.differences:

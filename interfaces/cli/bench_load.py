@@ -283,6 +283,7 @@ def _process_batch(projection: Any, share: list[Any]) -> None:
     from eventsourcing.application import ProcessingEvent
 
     from domain.listing import listing_id
+    from projections.runner import record
 
     processing: ProcessingEvent[Any] = ProcessingEvent(tracking=share[-1][1])
     stored = projection.get_listing
@@ -296,7 +297,7 @@ def _process_batch(projection: Any, share: list[Any]) -> None:
             projection.policy(event, processing)
     finally:
         del projection.get_listing
-    projection._record(processing)
+    record(projection, processing)
 
 
 def project_all(container: Any, config: Any, report: Any, received: RecentReceived | None = None,
@@ -383,24 +384,13 @@ def bulk_sqlite(datastore: Any) -> Callable[[], None]:
     that makes the store durable (`fsync_database`), run once at the end of the load. A crash of the operating
     system during the load can lose or damage that store: load again. A PostgreSQL datastore is left as it is
     (returns a barrier that does nothing)."""
-    from eventsourcing.sqlite import SQLiteDatastore
+    from interfaces.adapters.sqlite import LeanDatastore, fsync_database
 
-    from interfaces.adapters.sqlite import fsync_database
-
-    if not isinstance(datastore, SQLiteDatastore):
+    if not isinstance(datastore, LeanDatastore):
         return lambda: None
-    pool = datastore.pool
-    create = pool._create_connection  # noqa: SLF001 - as interfaces/adapters/sqlite.py wraps it
-
-    def tune(connection: Any) -> Any:
-        for pragma in ("PRAGMA synchronous=OFF", f"PRAGMA cache_size=-{BULK_CACHE_KIB}"):
-            connection._sqlite_conn.execute(pragma)  # noqa: SLF001
-        return connection
-
-    pool._create_connection = lambda: tune(create())  # type: ignore[method-assign]  # noqa: SLF001
-    for idle in list(pool._pool):  # noqa: SLF001 - the connections opened already (none is in use: stack stopped)
-        tune(idle)
-    return fsync_database(Path(pool.db_name))
+    # The connections opened already (none is in use: the stack is stopped), and those opened later.
+    datastore.tune("PRAGMA synchronous=OFF", f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
+    return fsync_database(Path(datastore.pool.db_name))
 
 
 # -- the command ----------------------------------------------------------------------------------------------

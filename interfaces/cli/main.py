@@ -13,25 +13,9 @@ from importlib import import_module
 from domain.merchant import MerchantError
 from domain.proxy_service import ProxyServiceError
 from domain.webhook import WebhookError
-from interfaces.config import Config, ConfigError, beside_running_stack, default_data_dir, load_config
+from interfaces.cli import context
+from interfaces.config import Config, ConfigError, default_data_dir, load_config
 from interfaces.runtime.supervisor import exit_with_parent, supervise
-
-
-def _container(*, beside_up: bool = True):
-    """The container of a command. `beside_up`: a command a person runs beside `paywarden up` prints the proxy's
-    and console's addresses and uses the chain that `up` serves (interfaces.config.beside_running_stack); the
-    workers `serve` starts (`project`, `webhooks`) take their configuration as given."""
-    from interfaces.container import build
-    from interfaces.runtime.probes import startup_error
-
-    config = beside_running_stack(load_config()) if beside_up else load_config()
-    try:
-        return build(config)
-    except Exception as failure:  # an unreachable database or Redis: a message naming the variable, no traceback
-        refused = startup_error(config, failure)
-        if refused is None:
-            raise
-        raise refused from None
 
 
 def _upgrade_store(config: Config) -> int:
@@ -70,7 +54,7 @@ def serve(args: argparse.Namespace) -> int:
         raise ConfigError("several workers share locks and rate limits through Redis: set PAYWARDEN_REDIS_URL, "
                           "or use --workers 1")
     from interfaces.runtime.observability import configure_logging
-    from interfaces.runtime.probes import preflight
+    from interfaces.runtime.startup import preflight
 
     preflight(config)  # an unreachable database or Redis stops here, with exit status 2
     _check_webhook_settings(config)
@@ -149,19 +133,10 @@ def project(args: argparse.Namespace) -> int:
     if args.exit_with_parent:
         exit_with_parent(stop)
     try:
-        workers.run(_container(beside_up=False), args.names, stop)
+        workers.run(context.container(beside_up=False), args.names, stop)
     except ValueError as unavailable:  # an unknown read model, or one this configuration has not
         raise ConfigError(str(unavailable)) from None
-    return _leave(0) if args.exit_with_parent else 0
-
-
-def _leave(code: int) -> int:
-    """A worker `serve` started, whose loop has ended (every batch committed or rolled back): leave without the
-    interpreter's teardown, which under load took most of a second of `up`'s 2 s to stop."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return context.leave(0) if args.exit_with_parent else 0
 
 
 def up(args: argparse.Namespace) -> int:
@@ -217,7 +192,7 @@ def parser() -> argparse.ArgumentParser:
 
     from interfaces.cli.merchants import add_commands
 
-    add_commands(commands, _container)  # merchant, key, capability, domain
+    add_commands(commands, context.container)  # merchant, key, capability, domain
 
     s = commands.add_parser("serve", help="run the API under gunicorn with gevent workers")
     s.add_argument("--bind", help="HOST:PORT (default PAYWARDEN_BIND, else 127.0.0.1:8402)")

@@ -10,11 +10,11 @@ from typing import Any
 from marshmallow import ValidationError
 
 from domain.merchant import MerchantError
+from interfaces.cli import context
 from interfaces.config import ConfigError
 
 
 def export(args: argparse.Namespace) -> int:
-    from interfaces.cli.main import _container
     from interfaces.http.console.payments import export_filters
     from projections.payment_export import export_csv
 
@@ -23,7 +23,7 @@ def export(args: argparse.Namespace) -> int:
     except ValidationError as refused:
         messages = refused.normalized_messages()
         raise ConfigError("; ".join(f"--{k}: {' '.join(map(str, v))}" for k, v in messages.items())) from None
-    container = _container()
+    container = context.container()
     try:
         merchant = container.console.get_merchant_by_name(args.merchant)
         if merchant is None:

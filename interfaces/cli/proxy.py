@@ -11,14 +11,13 @@ import json
 import sys
 from typing import Any
 
+from interfaces.cli import context
 from interfaces.http.console.representation import route_json, service_json
 
 
 def _container(args: argparse.Namespace | None = None) -> Any:
     """The container; with `args` naming a merchant, that merchant must exist (exit 2 otherwise, as everywhere)."""
-    from interfaces.cli.main import _container as build
-
-    c = build()
+    c = context.container()
     if args is not None and getattr(args, "merchant", None):
         c.merchants.get_merchant(args.merchant)  # MerchantNotFoundError: "no merchant named …"
     return c

@@ -10,19 +10,19 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+from interfaces.cli.context import container, leave
 from interfaces.config import ConfigError
 from interfaces.runtime.supervisor import exit_with_parent
 
 
 def _service(args: argparse.Namespace | None = None) -> Any:
     """The webhook commands; with `args` naming a merchant, that merchant must exist (exit 2 otherwise)."""
-    from interfaces.cli.main import _container
-    from interfaces.runtime.webhook_service import WebhookService
+    from interfaces.wiring import webhook_service
 
-    c = _container()
+    c = container()
     if args is not None and getattr(args, "merchant", None):
         c.merchants.get_merchant(args.merchant)  # MerchantNotFoundError: "no merchant named …"
-    return WebhookService(c)
+    return webhook_service(c)
 
 
 def _print(args: argparse.Namespace, value: Any, line: str) -> None:
@@ -30,7 +30,6 @@ def _print(args: argparse.Namespace, value: Any, line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interfaces.cli.main import _container
     from interfaces.runtime.observability import configure_logging
     from interfaces.runtime.webhook_worker import DeliveryWorker, load_settings
 
@@ -44,10 +43,8 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda *_: stop.set())
     if args.exit_with_parent:
         exit_with_parent(stop)
-    DeliveryWorker(_container(beside_up=False), settings).run(stop)
-    from interfaces.cli.main import _leave
-
-    return _leave(0) if args.exit_with_parent else 0
+    DeliveryWorker(container(beside_up=False), settings).run(stop)
+    return leave(0) if args.exit_with_parent else 0
 
 
 def create(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ from interfaces.runtime.observability import (
     metrics_dir,
     prepare_metrics_dir,
 )
-from interfaces.runtime.one_send import hold_headers_for_the_body
 from interfaces.runtime.turns import take_turns
 
 api_bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
@@ -39,7 +38,6 @@ logger_class = LOGGER_CLASS  # gunicorn's access line only when gunicorn.access 
 os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), api_bind)))
 
 
-hold_headers_for_the_body()  # an answer's headers and body in one send (interfaces/runtime/one_send.py)
 post_request = take_turns  # each keep-alive connection its turn: yield to the hub after every answer (turns.py)
 
 

@@ -5,16 +5,31 @@ from __future__ import annotations
 
 import builtins  # `list` below is a method: its annotations name the builtin
 import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from application.webhooks import WebhookNotFoundError
-from interfaces.container import Container
-from interfaces.runtime.webhook_worker import ping_message
+from application.proxy_services import MerchantDirectory
+from application.webhooks import WebhookNotFoundError, Webhooks
+from projections.webhook_outbox import payload
+from projections.webhooks import Endpoint, WebhooksView
+
+
+@dataclass(frozen=True)
+class WebhookCollaborators:
+    """What the webhook commands use (the composition root, interfaces/wiring.py, builds them)."""
+
+    merchants: MerchantDirectory  # an unknown merchant is refused
+    webhooks: Webhooks
+    webhooks_view: WebhooksView  # the endpoints table and the outbox
+    refresh_webhooks: Callable[[], object]  # brings the endpoints table up to date
 
 
 class WebhookService:
-    def __init__(self, container: Container) -> None:
-        self._c = container
+    def __init__(self, collaborators: WebhookCollaborators) -> None:
+        self._c = collaborators
 
     def create(self, merchant: str, url: str, events: list[str]) -> dict[str, Any]:
         """The new endpoint with its secret: the only answer that ever carries it."""
@@ -76,8 +91,16 @@ class WebhookService:
             e.id for e in self._c.webhooks_view.list_endpoints(merchant)]
         return {"replayed": self._c.webhooks_view.replay_failed(ids, since, time.time())}
 
-    def _endpoint(self, merchant: str, endpoint_id: str) -> Any:
+    def _endpoint(self, merchant: str, endpoint_id: str) -> Endpoint:
         endpoint = self._c.webhooks_view.get_endpoint(str(endpoint_id))
         if endpoint is None or endpoint.merchant != merchant:
             raise WebhookNotFoundError(endpoint_id)
         return endpoint
+
+
+def ping_message(endpoint: Endpoint, now: float) -> tuple[str, str]:
+    """A `webhook.test` message (id, payload) for one endpoint."""
+    msg_id = "msg_" + uuid.uuid4().hex
+    body = payload("webhook.test", datetime.fromtimestamp(now, UTC),
+                   {"endpoint": endpoint.id, "message": "a test event from Paywarden"})
+    return msg_id, body

@@ -15,7 +15,6 @@ import os
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,9 +33,8 @@ from projections.webhook_outbox import (
     PaymentWebhooksProjection,
     ServiceWebhooksProjection,
     WebhookEndpointsProjection,
-    payload,
 )
-from projections.webhooks import Attempt, Claimed, Endpoint
+from projections.webhooks import Attempt, Claimed
 
 log = logging.getLogger("paywarden.webhooks")
 USER_AGENT = "Paywarden-Webhooks/1"
@@ -242,11 +240,3 @@ class DeliveryWorker:
             if not busy:
                 stop.wait(self._settings.poll_seconds)
         self._pool.shutdown(wait=True)
-
-
-def ping_message(endpoint: Endpoint, now: float) -> tuple[str, str]:
-    """A `webhook.test` message (id, payload) for one endpoint."""
-    msg_id = "msg_" + uuid.uuid4().hex
-    body = payload("webhook.test", datetime.fromtimestamp(now, UTC),
-                   {"endpoint": endpoint.id, "message": "a test event from Paywarden"})
-    return msg_id, body

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from interfaces.http.console.app import create_app as create_console
-from interfaces.http.console.collaborators import from_container
 from interfaces.http.facilitator.app import create_app
 from interfaces.runtime.workers import catch_up_all
 from interfaces.sandbox.localnet import QuietHandler, ThreadingServer
+from interfaces.wiring import api_collaborators, console_collaborators
 from tests.conftest import make_gateway
 from tests.dnsserver import TxtServer
 from tests.integration.console_helpers import PASSWORD, add_owner
@@ -43,8 +43,8 @@ def dns():
 def site(tmp_path, sandbox, dns):
     gateway = make_gateway(tmp_path, sandbox, dns_nameservers=(dns.nameserver,))
     add_owner(gateway.container, "acme", EMAIL)
-    api_url, api = serve(create_app(gateway.container))
-    console_url, console = serve(create_console(from_container(gateway.container)))
+    api_url, api = serve(create_app(api_collaborators(gateway.container)))
+    console_url, console = serve(create_console(console_collaborators(gateway.container)))
     yield gateway, api_url, console_url
     for server in (api, console):
         server.shutdown()

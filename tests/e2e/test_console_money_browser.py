@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from interfaces.http.console.app import create_app as create_console
-from interfaces.http.console.collaborators import from_container
 from interfaces.http.facilitator.app import create_app
 from interfaces.runtime.workers import catch_up_all, run
+from interfaces.wiring import api_collaborators, console_collaborators
 from tests.conftest import make_gateway
 from tests.e2e.test_console_browser import EMAIL, browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.history import SERVICES, record_history
@@ -39,8 +39,8 @@ def site(tmp_path, sandbox):
     acme_id = container.console.get_merchant_by_name("acme").merchant_id
     history = record_history(container.payments, acme_id, str(gateway.pay_to.pubkey()), payments=900)
     catch_up_all(container, ["payment_list", "payment_volume"])
-    api_url, api = serve(create_app(container))
-    console_url, console = serve_closing(create_console(from_container(container)))
+    api_url, api = serve(create_app(api_collaborators(container)))
+    console_url, console = serve_closing(create_console(console_collaborators(container)))
     stop = threading.Event()  # the projection worker, as `paywarden project` runs it
     worker = threading.Thread(target=run, args=(container, ["payment_list", "payment_volume"], stop), daemon=True)
     worker.start()

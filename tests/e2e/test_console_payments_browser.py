@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from interfaces.http.console.app import create_app as create_console
-from interfaces.http.console.collaborators import from_container
 from interfaces.http.facilitator.app import create_app
 from interfaces.runtime.workers import run
+from interfaces.wiring import api_collaborators, console_collaborators
 from tests.conftest import USDC, make_gateway
 from tests.e2e.test_console_browser import EMAIL, browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.integration.console_helpers import add_owner
@@ -23,8 +23,8 @@ from tests.integration.console_helpers import add_owner
 def site(tmp_path, sandbox):
     gateway = make_gateway(tmp_path, sandbox)
     add_owner(gateway.container, "acme", EMAIL)
-    api_url, api = serve(create_app(gateway.container))
-    console_url, console = serve(create_console(from_container(gateway.container)))
+    api_url, api = serve(create_app(api_collaborators(gateway.container)))
+    console_url, console = serve(create_console(console_collaborators(gateway.container)))
     stop = threading.Event()  # the projection worker, as `paywarden project payment_list` runs it
     worker = threading.Thread(target=run, args=(gateway.container, ["payment_list"], stop), daemon=True)
     worker.start()

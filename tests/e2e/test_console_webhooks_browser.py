@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from interfaces.http.console.app import create_app as create_console
-from interfaces.http.console.collaborators import from_container
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
+from interfaces.wiring import console_collaborators
 from tests.conftest import make_gateway
 from tests.e2e.test_console_browser import browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.faults import wait_until
@@ -25,7 +25,7 @@ def site(tmp_path, sandbox):
     gateway = make_gateway(tmp_path, sandbox)
     add_owner(gateway.container, "acme", EMAIL)
     receiver, hooks = start_receiver(tmp_path)
-    console_url, console = serve(create_console(from_container(gateway.container)))
+    console_url, console = serve(create_console(console_collaborators(gateway.container)))
     stop = threading.Event()
     worker = DeliveryWorker(gateway.container, DeliverySettings(schedule=(0, 0.2), timeout_seconds=2,
                                                                 lease_seconds=5, poll_seconds=0.05,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import requests
 
 from interfaces.http.console.app import create_app as create_console
-from interfaces.http.console.collaborators import from_container
-from interfaces.http.proxy.factory import create_proxy_app
+from interfaces.http.proxy.factory import create_app as create_proxy_app
 from interfaces.sandbox.demo_backend import demo_backend
+from interfaces.wiring import console_collaborators, proxy_collaborators
 from tests.conftest import make_gateway
 from tests.e2e.test_console_browser import browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.integration.console_helpers import add_owner
@@ -31,9 +31,9 @@ def test_merchant_puts_a_backend_behind_the_proxy_a_client_pays_and_the_merchant
         gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url)
         gateway.container.merchants.preverify_sandbox_domain("acme")  # the sandbox merchant: localhost is its
         add_owner(gateway.container, "acme", EMAIL)  # (and catches the console's read model up)
-        console_url, console = serve(create_console(from_container(gateway.container)))
+        console_url, console = serve(create_console(console_collaborators(gateway.container)))
         try:
-            with WsgiThread(create_proxy_app(gateway.container)) as proxy:
+            with WsgiThread(create_proxy_app(proxy_collaborators(gateway.container))) as proxy:
                 page = browser.new_page()
                 log_in(page, console_url)
                 page.get_by_role("link", name="Services").click()

@@ -9,8 +9,8 @@ from typing import Any
 from falcon import testing
 
 from interfaces.http.console.app import create_app
-from interfaces.http.console.collaborators import from_container
 from interfaces.http.console.sessions import COOKIE
+from interfaces.wiring import console_collaborators
 from tests.conftest import make_gateway
 
 PASSWORD = "correct horse battery staple"
@@ -40,7 +40,7 @@ class ApiClient:
 
 
 def console_client(container: Any) -> testing.TestClient:
-    return testing.TestClient(create_app(from_container(container)))
+    return testing.TestClient(create_app(console_collaborators(container)))
 
 
 def add_owner(container: Any, merchant: str, email: str) -> None:

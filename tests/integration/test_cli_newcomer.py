@@ -21,6 +21,7 @@ from interfaces.cli.main import main, parser
 from interfaces.config import default_data_dir, load_config
 from interfaces.http.facilitator.app import create_app
 from interfaces.sandbox.chain import Sandbox
+from interfaces.wiring import api_collaborators
 from tests.conftest import make_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,7 +160,7 @@ def test_bench_against_an_unreachable_api_says_so_in_one_line(payer_file):
 
 def test_bench_against_an_unreachable_chain_says_so_in_one_line(payer_file, tmp_path):
     gateway = make_gateway(tmp_path / "gw", Sandbox())  # a real API over a sandbox chain, on a free port
-    httpd = make_server("127.0.0.1", 0, create_app(gateway.container))
+    httpd = make_server("127.0.0.1", 0, create_app(api_collaborators(gateway.container)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         rpc = f"http://127.0.0.1:{free_port()}"

@@ -18,8 +18,8 @@ from solders.keypair import Keypair
 from domain.networks import DEVNET, KeyEnv
 from interfaces.cli.main import main
 from interfaces.http.console.app import create_app
-from interfaces.http.console.collaborators import from_container
 from interfaces.runtime.workers import catch_up_all
+from interfaces.wiring import console_collaborators
 from projections.payment_volume import DAY, HOUR, Bucket
 from tests.conftest import USDC, make_gateway
 from tests.integration.console_helpers import ApiClient, add_owner, console_client
@@ -221,7 +221,7 @@ def test_an_unexpected_error_on_a_page_is_the_styled_500_with_its_reference(paid
     def broken() -> list:
         raise RuntimeError("the fee payers' chain is on fire")
 
-    collaborators = dataclasses.replace(from_container(paid.container), fee_payers=broken)
+    collaborators = dataclasses.replace(console_collaborators(paid.container), fee_payers=broken)
     client = ApiClient(testing.TestClient(create_app(collaborators)))
     assert client.login("owner@acme.test").status_code == 200
     failed = html(client, "/")
@@ -246,7 +246,7 @@ def test_the_export_reads_and_writes_one_page_at_a_time(paid):
 
 
 def test_outside_the_sandbox_a_devnet_transaction_links_to_the_explorer(paid):
-    client = ApiClient(testing.TestClient(create_app(dataclasses.replace(from_container(paid.container),
+    client = ApiClient(testing.TestClient(create_app(dataclasses.replace(console_collaborators(paid.container),
                                                                          sandbox=False))))
     assert client.login("owner@acme.test").status_code == 200
     payment = client.request("GET", "/payments?state=CONFIRMED&limit=1").json["payments"][0]

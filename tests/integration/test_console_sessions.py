@@ -142,9 +142,9 @@ def test_production_names_the_cookie_with_the_host_prefix(gateway):
     from falcon import testing
 
     from interfaces.http.console.app import create_app
-    from interfaces.http.console.collaborators import from_container
+    from interfaces.wiring import console_collaborators
 
-    c = replace(from_container(gateway.container), secure_cookies=True)
+    c = replace(console_collaborators(gateway.container), secure_cookies=True)
     console = testing.TestClient(create_app(c))
     answer = console.simulate_post("/api/v1/session", json={"email": "owner@acme.test", "password": PASSWORD},
                                    headers={"Sec-Fetch-Site": "same-origin"})

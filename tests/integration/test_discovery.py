@@ -21,6 +21,7 @@ from interfaces.cli.main import main as paywarden
 from interfaces.container import build_view
 from interfaces.http.facilitator.app import create_app
 from interfaces.runtime.workers import catch_up_all
+from interfaces.wiring import api_collaborators
 from projections.catalog import CatalogProjection, SqliteCatalogView, list_resources, rebuild
 from projections.runner import catch_up
 from tests.conftest import EMBEDDED, STORES, Gateway, make_gateway
@@ -100,7 +101,7 @@ def stores_env(gateway: Gateway) -> dict[str, str]:
 def with_clock(gateway: Gateway) -> Discovery:
     clock = Clock()
     gateway.container.discovery_cache = TtlCache(clock=clock)
-    gateway.client = testing.TestClient(create_app(gateway.container))
+    gateway.client = testing.TestClient(create_app(api_collaborators(gateway.container)))
     return Discovery(gateway, clock)
 
 

@@ -17,6 +17,7 @@ from interfaces.adapters.memory import TtlCache
 from interfaces.config import Config
 from interfaces.container import build_view, store_env
 from interfaces.http.facilitator.app import create_app
+from interfaces.wiring import api_collaborators
 from projections.catalog import (
     CatalogProjection,
     PostgresCatalogView,
@@ -174,7 +175,7 @@ def api(tmp_path_factory):
     catch_up(gateway.container.listings, CatalogProjection(gateway.container.catalog))
     clock = Clock()
     gateway.container.discovery_cache = TtlCache(clock=clock)
-    client = testing.TestClient(create_app(gateway.container))
+    client = testing.TestClient(create_app(api_collaborators(gateway.container)))
     yield client, clock, gateway
     gateway.container.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import threading
 import time
 import warnings
@@ -417,45 +418,46 @@ def test_rpc_chain_sends_a_transaction_once_on_a_connection_the_node_has_not_clo
         listener.close()
 
 
-def test_a_json_rpc_request_goes_out_in_one_send_with_its_headers(net, monkeypatch):
-    """http.client writes the headers and the body apart (two system calls, two wake-ups of the node); the hot
-    path's transport sends them together, and the node answers it as before."""
+def data_segments_sent(sock) -> int:
+    """The TCP data segments this socket has sent (Linux's `tcp_info.tcpi_data_segs_out`)."""
+    import struct
+
+    return struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256), 156)[0]
+
+
+def test_a_json_rpc_request_goes_out_in_one_segment_with_its_headers(net):
+    """http.client writes the headers and the body apart (two segments, two wake-ups of the node); the hot path's
+    transport corks the socket while it writes them (keepalive.py), and the node answers it as before."""
     from solders.rpc.requests import GetLatestBlockhash
     from solders.rpc.responses import GetLatestBlockhashResp
 
     from interfaces.adapters.chain import keepalive
 
-    sent: list[bytes] = []
-    send = keepalive._Connection.send
-
-    def recorded(self, data: bytes) -> None:
-        sent.append(bytes(data))
-        send(self, data)
-
-    monkeypatch.setattr(keepalive._Connection, "send", recorded)
     rpc_client = keepalive.KeepAliveJsonRpc(net.url)
+    assert rpc_client.call(GetLatestBlockhash(), GetLatestBlockhashResp).value.last_valid_block_height > 0
+    [conn] = rpc_client._idle
+    before = data_segments_sent(conn.sock)
     answer = rpc_client.call(GetLatestBlockhash(), GetLatestBlockhashResp)
-    assert answer.value.last_valid_block_height > 0
-    assert len(sent) == 1
-    head, _, body = sent[0].partition(b"\r\n\r\n")
-    assert head.startswith(b"POST / HTTP/1.1\r\n") and b"Content-Length: " + str(len(body)).encode() in head
-    assert json.loads(body)["method"] == "getLatestBlockhash"
+    assert answer.value.last_valid_block_height > 0 and rpc_client._idle == [conn]
+    assert data_segments_sent(conn.sock) - before == 1
+    assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0  # left corked, it would hold the next
     rpc_client.close()
 
 
-def test_over_tls_the_request_also_goes_out_in_one_send():
+def test_over_tls_the_request_also_goes_out_in_one_segment():
+    import http.client
+
     from interfaces.adapters.chain import keepalive
     from tests.https_backend import start_backend
 
     backend = start_backend()
     try:
-        conn = keepalive._TlsConnection("127.0.0.1", backend.port, timeout=5, context=backend.client_context())
-        sent: list[bytes] = []
-        send = conn.send
-        conn.send = lambda data: (sent.append(bytes(data)), send(data))[1]  # type: ignore[method-assign]
-        conn.request("POST", "/rpc", body=b'{"jsonrpc":"2.0"}', headers={"Content-Type": "application/json"})
+        conn = http.client.HTTPSConnection("127.0.0.1", backend.port, timeout=5, context=backend.client_context())
+        conn.connect()
+        before = data_segments_sent(conn.sock)
+        keepalive._corked_request(conn, "/rpc", b'{"jsonrpc":"2.0"}', {"Content-Type": "application/json"})
         echoed = json.loads(conn.getresponse().read())
-        assert len(sent) == 1 and sent[0].endswith(b'\r\n\r\n{"jsonrpc":"2.0"}')
+        assert data_segments_sent(conn.sock) - before == 1  # the headers' and the body's TLS records together
         assert echoed["body"] == '{"jsonrpc":"2.0"}' and echoed["path"] == "/rpc"
         conn.close()
     finally:

@@ -14,6 +14,7 @@ from application.merchants import Merchants
 from interfaces.config import Config
 from interfaces.container import build, build_view, store_env
 from interfaces.http.facilitator.app import create_app
+from interfaces.wiring import api_collaborators
 from projections.accounts import PostgresAccountsView, SqliteAccountsView
 from tests.conftest import Gateway, make_gateway
 
@@ -74,7 +75,8 @@ def test_a_restart_finds_its_schema_and_its_history(tmp_path: Path, sandbox, pos
     first.container.close()
     # A new process: same database, same fee payer, nothing carried over in memory.
     container = build(Config(data_dir=tmp_path, database_url=postgres_url), sandbox=sandbox)
-    second = Gateway(container, testing.TestClient(create_app(container)), first.api_key, sandbox, first.fee_payer)
+    second = Gateway(container, testing.TestClient(create_app(api_collaborators(container))), first.api_key, sandbox,
+                     first.fee_payer)
     try:
         replay = second.post("/verify", body)
         assert (replay.status_code, replay.json) == (200, approved.json)

@@ -174,6 +174,26 @@ def test_an_event_sourced_projection_records_its_new_events_and_the_idle_positio
         tallies.close()
 
 
+class SnapshottedTallies(Tallies):
+    snapshotting_intervals = {Tally: 1}
+
+
+def test_an_event_sourced_projection_snapshots_its_new_aggregates_at_their_interval(stores, tmp_path):
+    app, _ = stores
+    bumps(app, 2)
+    tallies = SnapshottedTallies(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                                      "SQLITE_DBNAME": str(tmp_path / "t.db")})
+    try:
+        assert catch_up(app, tallies) == 3
+        [opened] = tallies.recorder.select_notifications(start=None, limit=10)
+        assert tallies.snapshots is not None
+        [snapshot] = tallies.snapshots.get(opened.originator_id)
+        assert snapshot.originator_version == 1 and snapshot.state["name"] == "a"
+        assert tallies.recorder.max_tracking_id(app.name) == 3
+    finally:
+        tallies.close()
+
+
 def test_a_projection_reads_what_its_batch_wrote_so_far(stores):
     app, view = stores
     bumps(app, 2)

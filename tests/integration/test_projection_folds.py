@@ -141,13 +141,13 @@ def test_batched_read_models_leave_the_rows_of_one_transaction_per_event(gateway
 
 def _count_tracking(view: Any) -> list[Tracking]:
     inserts: list[Tracking] = []
-    insert = view._insert_tracking
+    insert = view.record_position
 
     def counted(cursor: Any, tracking: Tracking) -> None:
         inserts.append(tracking)
         insert(cursor, tracking)
 
-    view._insert_tracking = counted
+    view.record_position = counted
     return inserts
 
 

@@ -22,7 +22,8 @@ from application.proxy_services import ProxyServices
 from domain.networks import DEVNET
 from interfaces.adapters.outbound import OutboundPolicy
 from interfaces.container import build
-from interfaces.http.proxy.factory import create_proxy_app
+from interfaces.http.proxy.factory import create_app as create_proxy_app
+from interfaces.wiring import proxy_collaborators
 from tests.conftest import USDC, Gateway, make_gateway
 from tests.dnsserver import TxtServer
 from tests.https_backend import Backend, MapResolver, start_backend
@@ -116,9 +117,9 @@ def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundP
     container = gateway.container
     service = container.proxies.create_service("acme", "Weather", "backend.test", subdomain="api",
                                                upstream_auth=("X-Upstream-Key", "upstream-secret-123"))
-    app = create_proxy_app(container, resolver=resolver, ssl_context=backend.client_context(),
-                           policy=policy or OutboundPolicy.for_mode(sandbox=True, read_timeout=1.5,
-                                                                    response_timeout=2.0))
+    app = create_proxy_app(proxy_collaborators(
+        container, resolver=resolver, ssl_context=backend.client_context(),
+        policy=policy or OutboundPolicy.for_mode(sandbox=True, read_timeout=1.5, response_timeout=2.0)))
     return gateway, backend, resolver, container.proxies, app, service
 
 
@@ -455,7 +456,8 @@ def test_on_postgresql_and_redis_a_paid_request_is_served_once_and_charged_once(
 def proxy_of(stack: Stack, **config: Any) -> Any:
     """The proxy of another process of the same deployment, started with a changed configuration."""
     container = build(replace(stack.gateway.container.config, **config), sandbox=stack.gateway.sandbox)
-    return container, create_proxy_app(container, resolver=stack.resolver, ssl_context=stack.backend.client_context())
+    return container, create_proxy_app(proxy_collaborators(container, resolver=stack.resolver,
+                                                         ssl_context=stack.backend.client_context()))
 
 
 def test_a_domain_the_operator_blocks_after_verification_is_503_and_nothing_is_forwarded_or_charged(stack_on):

@@ -7,17 +7,20 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import redis
 from solders.keypair import Keypair
 
+from application.errors import DuplicateRequestError
 from application.outcomes import terminal_entries
+from application.payment_store import PaymentStore
+from application.payments import Payments
 from domain.codes import Code
 from domain.networks import DEVNET
 from interfaces.adapters.redis import (
-    RedisAdmission,
     RedisLocks,
     RedisResultCache,
     RedisResultCacheView,
@@ -130,24 +133,29 @@ def test_with_redis_unreachable_the_cache_misses_and_the_lock_refuses():
         pass
 
 
-def test_one_round_trip_admission_answers_a_cached_result_without_a_lock_or_takes_the_lock(client):
-    admission = RedisAdmission(client, RedisLocks(client))
-    with admission.admit("payment-3", "verify", 30) as (cached, held):
-        assert cached is None and held
+def test_the_way_in_takes_the_redis_lock_first_and_reads_the_cache_only_while_another_request_holds_it(client):
+    """`Payments`' way in on Redis (application/payment_store.py): the lease first (one round trip); the terminal
+    result cache is read only when another request holds the lock."""
+    store = PaymentStore(Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}), RedisLocks(client),
+                         RedisResultCache(client))
+    client.set(result_key("payment-3", "settle"), '{"terms": "t", "outcome": {"success": true}}')
+    with store.admitted("payment-3", "settle", 30) as cached:
+        assert cached is None  # the lock was free: its holder reads the event store, not the cache
         assert 0 < client.pttl(lock_key("payment-3")) <= 5_000
-        with admission.admit("payment-3", "verify", 30) as (again, second):
-            assert again is None and not second  # another request for it is in progress
+        with store.admitted("payment-3", "settle", 30) as again:
+            assert again == {"terms": "t", "outcome": {"success": True}}  # held elsewhere: a terminal result answers
+        with pytest.raises(DuplicateRequestError, match="in progress"), store.admitted(
+                "payment-3", "settle", 30, usable=lambda cached: False):
+            pass  # a result this request may not replay
+        with pytest.raises(DuplicateRequestError, match="in progress"), store.admitted("payment-3", "verify", 30):
+            pass  # another operation's result is not this one's
         with RedisLocks(client).hold("payment-3", 30) as third:
             assert not third  # the same lock as RedisLocks'
     assert client.get(lock_key("payment-3")) is None  # released on exit
-    client.set(result_key("payment-3", "verify"), '{"terms": "t", "outcome": {"isValid": true}}')
-    with admission.admit("payment-3", "verify", 30) as (cached, held):
-        assert cached == {"terms": "t", "outcome": {"isValid": True}} and not held
-        assert client.get(lock_key("payment-3")) is None  # a hit takes no lock
-    with admission.admit("payment-3", "settle", 30) as (cached, held):
-        assert cached is None and held  # another operation's result is not this one's
     down = redis_client(f"redis://127.0.0.1:{free_port()}/0", timeout_seconds=0.2)
-    with pytest.raises(redis.ConnectionError), RedisAdmission(down, RedisLocks(down)).admit("key", "verify", 30):
+    with pytest.raises(redis.ConnectionError), PaymentStore(Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}),
+                                                            RedisLocks(down), RedisResultCache(down)).admitted(
+            "key", "settle", 30):
         pass
 
 
@@ -198,17 +206,22 @@ def test_the_cache_projection_writes_exactly_what_payments_replays(tmp_path: Pat
                   for key in client.scan_iter("paywarden:result:*")}
         assert cached == expected and len(cached) == 6
 
-        # The duplicates are answered from the cache alone: the event store is not even asked.
-        payments.repository.get = _no_event_store
+        # A verify takes no lock and reads no cache (docs/facilitator.md): the event store answers it, as recorded.
         settled = bodies["approved then confirmed"]
         assert g.post("/verify", settled).json["invalidReason"] == Code.DUPLICATE_SETTLEMENT
-        assert g.post("/settle", settled).json["errorReason"] == Code.DUPLICATE_SETTLEMENT
         for name in ("simulation failed", "recipient mismatch, then settled"):
             replay = g.post("/verify", bodies[name])
             assert replay.headers.get("Idempotent-Replayed") == "true"
-        for name in ("recipient mismatch, then settled", "settled, submission failed"):
-            replay = g.post("/settle", bodies[name])
-            assert replay.status_code == 400 and replay.headers.get("Idempotent-Replayed") == "true"
+        # A duplicate settle that finds its payment's lock held is answered from the cache alone: the event store is
+        # not even asked.
+        with ExitStack() as held:
+            for body in bodies.values():
+                assert held.enter_context(payments._locks.hold(key_of(g, body), 30))
+            payments.repository.get = _no_event_store
+            assert g.post("/settle", settled).json["errorReason"] == Code.DUPLICATE_SETTLEMENT
+            for name in ("recipient mismatch, then settled", "settled, submission failed"):
+                replay = g.post("/settle", bodies[name])
+                assert replay.status_code == 400 and replay.headers.get("Idempotent-Replayed") == "true"
     finally:
         g.container.close()
 

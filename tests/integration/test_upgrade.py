@@ -24,6 +24,7 @@ from interfaces.container import build
 from interfaces.http.facilitator.app import create_app
 from interfaces.sandbox.chain import Sandbox
 from interfaces.sandbox.localnet import LocalnetThread
+from interfaces.wiring import api_collaborators
 from tests.conftest import USDC
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wave1"
@@ -59,7 +60,7 @@ def upgraded(tmp_path, monkeypatch):
         container = build(Config(data_dir=data, devnet_rpc_url=localnet.url,
                                  fee_payer_keypairs=(tmp_path / "fee-payer.json",)))
         try:
-            yield wave1, testing.TestClient(create_app(container)), sandbox, tmp_path
+            yield wave1, testing.TestClient(create_app(api_collaborators(container))), sandbox, tmp_path
         finally:
             container.close()
 

@@ -11,8 +11,8 @@ import pytest
 
 from application.webhooks import MAX_ENDPOINTS
 from domain.webhook import WebhookError
-from interfaces.runtime.webhook_service import WebhookService
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker, load_settings
+from interfaces.wiring import webhook_service
 from tests.conftest import make_gateway
 from tests.webhook_receiver import start_receiver
 
@@ -65,7 +65,7 @@ def receiver(tmp_path):
 def test_another_merchants_delivery_arrives_in_seconds_while_one_has_dozens_of_slow_ones_queued(
         gateway, slow_receiver, receiver):
     slow_url, slow_got = slow_receiver
-    container, service = gateway.container, WebhookService(gateway.container)
+    container, service = gateway.container, webhook_service(gateway.container)
     for _ in range(MAX_ENDPOINTS):  # acme: as many endpoints as allowed, all on a receiver taking 3 s a request
         service.create("acme", slow_url, ["payment.approved", "payment.rejected"])
     for _ in range(4):  # 40 deliveries to slow receivers: two minutes of sending for 8 senders, one at a time
@@ -101,7 +101,7 @@ def test_another_merchants_delivery_arrives_in_seconds_while_one_has_dozens_of_s
 
 
 def test_a_merchant_has_at_most_ten_endpoints(gateway, receiver):
-    service = WebhookService(gateway.container)
+    service = webhook_service(gateway.container)
     made = [service.create("acme", receiver.url, ["payment.approved"]) for _ in range(MAX_ENDPOINTS)]
     with pytest.raises(WebhookError) as refused:
         service.create("acme", receiver.url, ["payment.approved"])
@@ -112,7 +112,7 @@ def test_a_merchant_has_at_most_ten_endpoints(gateway, receiver):
 
 
 def test_one_test_event_waits_per_endpoint(gateway, receiver):
-    service = WebhookService(gateway.container)
+    service = webhook_service(gateway.container)
     endpoint = service.create("acme", receiver.url, ["payment.approved"])
     receiver.secrets.append(endpoint["secret"])
     service.test("acme", endpoint["id"])

@@ -22,7 +22,8 @@ from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.sqlite import LeanDatastore
 from interfaces.adapters.webhook_sender import post
 from interfaces.container import build_secrets, store_env
-from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker, ping_message
+from interfaces.runtime.webhook_service import ping_message
+from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from projections.runner import catch_up
 from projections.webhook_outbox import PaymentWebhooksProjection
 from tests.conftest import Gateway, make_gateway

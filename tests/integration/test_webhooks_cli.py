@@ -14,6 +14,7 @@ from interfaces.config import load_config
 from interfaces.container import build
 from interfaces.http.facilitator.app import create_app
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
+from interfaces.wiring import api_collaborators
 from tests.webhook_receiver import start_receiver
 
 
@@ -101,7 +102,7 @@ def test_a_merchant_manages_an_endpoint_from_the_command_line(data_dir, receiver
     # /metrics counts the attempts.
     container = build(load_config())
     try:
-        text = testing.TestClient(create_app(container)).simulate_get("/metrics").text
+        text = testing.TestClient(create_app(api_collaborators(container))).simulate_get("/metrics").text
     finally:
         container.close()
     assert 'paywarden_webhook_attempts_total{outcome="delivered"} 4.0' in text

@@ -1,11 +1,12 @@
-"""A lean JSON-RPC transport for the hot path: pooled keep-alive HTTP/1.1 connections, one `send` per request.
+"""A lean JSON-RPC transport for the hot path: pooled keep-alive HTTP/1.1 connections, one TCP segment per request.
 
 solana-py's `Client` goes through httpx: per call a few thousand Python calls of request/response object churn and
 the headers and the body in separate socket writes (system calls cost ~70 µs on this VM). The calls of a verify
 and a settle (`simulateTransaction`, `sendTransaction`, `getSignatureStatuses`, `isBlockhashValid`) post solders'
-own request bodies through this instead and parse the answers with solders, exactly as solana-py would
-(`_parse_raw`): the same typed results and errors. On a settle this halved the API worker's CPU for its chain
-calls (docs/performance.md).
+own request bodies through this instead and parse the answers with solders' public `from_json`, as solana-py does:
+the same typed results, and its `RPCException` for solders' error types. On a settle this halved the API worker's
+CPU for its chain calls (docs/performance.md). Only public interfaces: http.client's connections, corked with the
+socket's own option (`_corked_request`; they were subclassed to override http.client's private `_send_output`).
 
 Connections are kept in a LIFO pool (greenlet- and thread-safe: `list.append`/`pop` are atomic). A call without
 side effects is retried once on a fresh connection when the one it used turns out closed. A broadcast is never
@@ -19,43 +20,50 @@ from __future__ import annotations
 
 import http.client
 import select
-from typing import Any, TypeVar
+import socket
+from typing import Any, Protocol, TypeVar, get_args
 from urllib.parse import urlsplit
 
 from solana.rpc.core import RPCException
 from solders.rpc.responses import RPCError
 
-T = TypeVar("T")
+
+class _Parsed(Protocol):
+    """A solders response type: `from_json` answers the result, or one of solders' RPC error types."""
+
+    @staticmethod
+    def from_json(raw: str) -> Any: ...
+
+
+T = TypeVar("T", bound=_Parsed)
 
 
 class TransportError(Exception):
     """The endpoint could not be reached or did not answer HTTP 200 (RpcChain: `ChainUnavailableError`)."""
 
-_ERRORS = RPCError.__args__  # type: ignore[attr-defined]
+
+_ERRORS = get_args(RPCError)  # the error types solders' parsers answer with
 
 
-class _OneSend:
-    """http.client (Python 3) writes a request's headers and its body with two `send`s: two system calls, two
-    wake-ups of the server (it reads the headers, then waits for the body), and under Nagle's algorithm the body
-    may wait for the headers' delayed ACK. A bytes body goes out with the headers in one `send` here."""
-
-    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
-        if not isinstance(message_body, bytes) or encode_chunked:
-            super()._send_output(message_body, encode_chunked)  # type: ignore[misc]
-            return
-        buffer = self._buffer  # type: ignore[attr-defined]
-        buffer.extend((b"", b""))
-        request = b"\r\n".join(buffer) + message_body
-        del buffer[:]
-        self.send(request)  # type: ignore[attr-defined]
+# http.client writes a request's headers and its body with two `send`s: two TCP segments (its connections set
+# TCP_NODELAY), two wake-ups of the node (it reads the headers, then waits for the body). Corked while the request
+# is written, the kernel sends them as one segment when uncorked (Linux's TCP_CORK; elsewhere two, as before).
+_CORK = getattr(socket, "TCP_CORK", None)
 
 
-class _Connection(_OneSend, http.client.HTTPConnection):
-    pass
-
-
-class _TlsConnection(_OneSend, http.client.HTTPSConnection):
-    pass
+def _corked_request(conn: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]) -> None:
+    if _CORK is None:
+        conn.request("POST", path, body=body, headers=headers)
+        return
+    if conn.sock is None:
+        conn.connect()
+    sock = conn.sock
+    sock.setsockopt(socket.IPPROTO_TCP, _CORK, 1)
+    try:
+        conn.request("POST", path, body=body, headers=headers)
+    finally:
+        if conn.sock is sock:  # not closed by a failed write
+            sock.setsockopt(socket.IPPROTO_TCP, _CORK, 0)
 
 
 class KeepAliveJsonRpc:
@@ -78,7 +86,7 @@ class KeepAliveJsonRpc:
         for attempt in (1, 2) if retry else (2,):
             conn = self._open_idle() if not retry else self._idle.pop() if self._idle else self._connect()
             try:
-                conn.request("POST", self._path, body=payload, headers=self._headers)
+                _corked_request(conn, self._path, payload, self._headers)
                 resp = conn.getresponse()
                 raw = resp.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as gone:
@@ -95,7 +103,7 @@ class KeepAliveJsonRpc:
                 self._idle.append(conn)
             if resp.status != 200:
                 raise TransportError(f"HTTP {resp.status}")
-            parsed = parser.from_json(raw.decode())  # type: ignore[attr-defined]
+            parsed = parser.from_json(raw.decode())
             if isinstance(parsed, _ERRORS):
                 raise RPCException(parsed)
             return parsed
@@ -115,7 +123,7 @@ class KeepAliveJsonRpc:
         return self._connect()
 
     def _connect(self) -> http.client.HTTPConnection:
-        cls = _TlsConnection if self._https else _Connection
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         return cls(self._host, self._port, timeout=self._timeout)
 
     def close(self) -> None:

@@ -228,7 +228,7 @@ class RpcChain:
 
     def health(self) -> None:
         """Raise `ChainUnavailableError` unless the node answers `getHealth` (a node behind the cluster errors)."""
-        self._call(lambda: self._client._provider.make_request(GetHealth(), GetHealthResp))
+        self._call(lambda: self._lean.call(GetHealth(), GetHealthResp))
 
     def sol_balance(self, address: str) -> int:
         pubkey = Pubkey.from_string(address)

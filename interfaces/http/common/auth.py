@@ -1,7 +1,8 @@
 """Who is calling: `Authorization: Bearer pw_{live|test}_<40 base62>`, or the anonymous public identity.
 
-A key scoped to a proxy service carries that service's routes (`Client.scope`, from the accounts read model);
-`check_scope` refuses payments no route of it charges, and a key whose service was deleted is refused here.
+A key scoped to a proxy service carries that service's routes (`Client.scope`, from the accounts read model): the
+Payments application refuses the payments no route of it charges (`application.payment_checks.check_scope`), and a
+key whose service was deleted is refused here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from domain.clients import ANONYMOUS_ID, Capability, Client
 from domain.merchant import key_hash, parse_key, same_hash
 from domain.networks import NETWORKS, SCHEME_EXACT, KeyEnv
 from domain.scopes import ServiceScope
-from domain.x402 import PaymentPayload, Requirements
 from interfaces.http.common.ratelimit import FailedAuthLimit
 from projections.accounts import KeyRecord
 from projections.service_scopes import ServiceScopesView
@@ -28,19 +28,6 @@ class Unauthorized(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message
-
-
-class OutOfScope(Exception):
-    """A scoped key presented terms none of its service's routes charge (400 `invalid_payment_requirements`)."""
-
-
-def check_scope(client: Client, payload: PaymentPayload, terms: Requirements) -> None:
-    """Refuse, before any payment is recorded, terms a scoped key may not pay for."""
-    scope = client.scope
-    if scope is not None and not scope.allows(payload, terms):
-        raise OutOfScope(f"this API key is scoped to the service {scope.slug}, and none of its routes charges "
-                         f"{terms.amount} of {terms.asset} on {terms.network} to {terms.pay_to}"
-                         + (" for this resource" if payload.resource else ""))
 
 
 class KeyLookup(Protocol):

@@ -8,11 +8,13 @@ on failed authentication.
   budget; once it is spent, every authenticated request from that IP is 429 until the window frees a slot, so a
   key guesser is slowed down and cannot tell a right guess from a wrong one by the answer.
 
-Storage is Redis when `PAYWARDEN_REDIS_URL` is set (shared by every worker and host), memory otherwise (the same
-moving window, `MemoryWindows`: a deque of hit times per key instead of the library's list, which inserts at its head
-and is re-sliced by a timer every 10 ms). Over the limit: 429 with `Retry-After` in whole seconds and
-{"error": "rate_limited", "message": ...}. Client IPs believe `X-Forwarded-For` only from
-`PAYWARDEN_TRUSTED_PROXIES`.
+Storage is Redis when `PAYWARDEN_REDIS_URL` is set (shared by every worker and host: `RedisWindows`, keys of our
+own, interfaces/adapters/redis_windows.py), memory otherwise (the same moving window, `MemoryWindows`: a deque of
+hit times per key instead of the library's list, which inserts at its head and is re-sliced by a timer every
+10 ms). `limits` gives the notation (`100/minute`) and each window's key; the console's login throttle uses its
+storage and strategy through their public API (interfaces/http/console/security.py). Over the limit: 429 with
+`Retry-After` in whole seconds and {"error": "rate_limited", "message": ...}. Client IPs believe
+`X-Forwarded-For` only from `PAYWARDEN_TRUSTED_PROXIES`.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import falcon
-from limits import RateLimitItem, WindowStats, parse, storage, strategies
+from limits import RateLimitItem, parse, storage
 
 from domain.clients import ANONYMOUS_ID
+from interfaces.adapters.redis import redis_client
+from interfaces.adapters.redis_windows import RedisWindows, Window
 
 
 class RateLimited(Exception):
@@ -58,25 +63,6 @@ def is_trusted(address: str, trusted: tuple[str, ...]) -> bool:
     return any(ip in ipaddress.ip_network(net, strict=False) for net in trusted)
 
 
-# One round trip for an authenticated request on Redis: is the client IP's failed-authentication budget spent
-# (tested as `limits` tests a moving window), else take one entry of the API key's window (as `limits` acquires
-# one: the same keys, list layout and trimming, so its own calls read and count them exactly as before).
-# KEYS: the IP's auth window, the key's window. ARGV: now, auth limit, auth expiry, key limit, key expiry.
-# Answers 0 (admitted), 1 (the IP's auth budget is spent), 2 (the key's budget is spent).
-_ADMIT = """
-local now = tonumber(ARGV[1])
-local spent = redis.call('lindex', KEYS[1], tonumber(ARGV[2]) - 1)
-if spent and tonumber(spent) >= now - tonumber(ARGV[3]) then return 1 end
-local limit, expiry = tonumber(ARGV[4]), tonumber(ARGV[5])
-local oldest = redis.call('lindex', KEYS[2], limit - 1)
-if oldest and tonumber(oldest) >= now - expiry then return 2 end
-redis.call('lpush', KEYS[2], ARGV[1])
-redis.call('ltrim', KEYS[2], 0, limit - 1)
-redis.call('expire', KEYS[2], expiry)
-return 0
-"""
-
-
 class MemoryWindows:
     """`limits`' moving window (`MovingWindowRateLimiter` over its memory storage), with each key's hit times in a
     deque, oldest first: a hit is admitted when fewer than `amount` hits of the key are younger than the expiry (a hit
@@ -91,30 +77,28 @@ class MemoryWindows:
         self._lock = threading.Lock()
         self._next_sweep = time.time() + self.SWEEP_SECONDS
 
-    def hit(self, item: RateLimitItem, *identifiers: str) -> bool:
-        key, expiry, now = item.key_for(*identifiers), item.get_expiry(), time.time()
+    def admit(self, *windows: Window) -> tuple[int, int] | None:
+        """As `RedisWindows.admit`: None when every window has room (an entry is then taken in each window marked
+        so), else the index of the first full window and the whole seconds until it frees a slot (at least 1)."""
+        now = time.time()
         with self._lock:
             if now >= self._next_sweep:
                 self._sweep(now)
-            window = self._windows.get(key)
-            if window is None:
-                window = self._windows[key] = (expiry, deque())
-            hits = self._current(window[1], now - expiry)
-            if len(hits) >= item.amount:
-                return False
-            hits.append(now)
-            return True
+            found = [self._hits(item, identifiers, now) for item, identifiers, _ in windows]
+            for index, ((item, _, _), hits) in enumerate(zip(windows, found, strict=True)):
+                if len(hits) >= item.amount:
+                    return index, max(1, math.ceil((hits[0] if hits else now) + item.get_expiry() - now))
+            for (_, _, take), hits in zip(windows, found, strict=True):
+                if take:
+                    hits.append(now)
+        return None
 
-    def test(self, item: RateLimitItem, *identifiers: str) -> bool:
-        return self.get_window_stats(item, *identifiers).remaining > 0
-
-    def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats:
-        """(when the oldest hit in the window leaves it, the hits left): the library's window statistics."""
-        expiry, now = item.get_expiry(), time.time()
-        with self._lock:
-            window = self._windows.get(item.key_for(*identifiers))
-            hits = self._current(window[1], now - expiry) if window is not None else ()
-            return WindowStats((hits[0] if hits else now) + expiry, item.amount - len(hits))
+    def _hits(self, item: RateLimitItem, identifiers: Sequence[str], now: float) -> deque[float]:
+        key, expiry = item.key_for(*identifiers), item.get_expiry()
+        window = self._windows.get(key)
+        if window is None:
+            window = self._windows[key] = (expiry, deque())
+        return self._current(window[1], now - expiry)
 
     @staticmethod
     def _current(hits: deque[float], oldest: float) -> deque[float]:
@@ -148,38 +132,18 @@ def limits_storage(url: str) -> Any:
 class RateLimiter:
     def __init__(self, storage_uri: str, per_key: str, per_ip: str) -> None:
         self.per_key, self.per_ip = parse(per_key), parse(per_ip)
-        self._redis: Any = None
-        self._admit: Any = None
         # A moving window: "100 per minute" holds over any 60 seconds, not 200 across a fixed window's edge.
-        self._limiter: Any
-        if storage_uri.startswith("memory"):
-            self._limiter = MemoryWindows()
-            return
-        self._storage = limits_storage(storage_uri)
-        self._limiter = strategies.MovingWindowRateLimiter(self._storage)
-        self._redis = self._storage if isinstance(self._storage, storage.RedisStorage) else None
-        self._admit = self._redis.storage.register_script(_ADMIT) if self._redis is not None else None
+        self.windows: MemoryWindows | RedisWindows = (
+            MemoryWindows() if storage_uri.startswith("memory") else RedisWindows(redis_client(storage_uri)))
 
     def admit_key(self, address: str, key_id: str, per_minute: int | None) -> None:
         """An authenticated request: refused when its IP has spent its failed-authentication budget, else one
-        request of its key's budget (both in one Redis round trip; two checks on the in-memory store)."""
+        request of its key's budget (both at once: one Redis round trip)."""
         item = per_minute_item(per_minute) if per_minute else self.per_key
-        if self._admit is None or self._redis is None:
-            self.check_auth_failures(address)
-            self.check_key(key_id, per_minute)
-            return
-        keys = [self._redis.prefixed_key(self.per_ip.key_for("auth", address)),
-                self._redis.prefixed_key(item.key_for("key", key_id))]
-        refused = self._admit(keys=keys, args=[time.time(), self.per_ip.amount, self.per_ip.get_expiry(),
-                                               item.amount, item.get_expiry()])
-        if refused == 1:
-            raise self._limited(self.per_ip, ("auth", address), "auth")
-        if refused == 2:
-            raise self._limited(item, ("key", key_id), "key")
+        self._admit((self.per_ip, ("auth", address), False, "auth"), (item, ("key", key_id), True, "key"))
 
     def check(self, item: RateLimitItem, *identity: str, scope: str = "key") -> None:
-        if not self._limiter.hit(item, *identity):
-            raise self._limited(item, identity, scope)
+        self._admit((item, identity, True, scope))
 
     def check_key(self, key_id: str, per_minute: int | None) -> None:
         """One API key's request (`key_id`: its SHA-256); `per_minute` is its merchant's override, if any."""
@@ -191,15 +155,18 @@ class RateLimiter:
 
     def check_auth_failures(self, address: str) -> None:
         """Before a key is looked up: refuse when this IP has spent its budget of failed authentications."""
-        if not self._limiter.test(self.per_ip, "auth", address):
-            raise self._limited(self.per_ip, ("auth", address), "auth")
+        self._admit((self.per_ip, ("auth", address), False, "auth"))
 
     def auth_failed(self, address: str) -> None:
-        self._limiter.hit(self.per_ip, "auth", address)
+        self.windows.admit((self.per_ip, ("auth", address), True))
 
-    def _limited(self, item: RateLimitItem, identity: tuple[str, ...], scope: str) -> RateLimited:
-        reset, _ = self._limiter.get_window_stats(item, *identity)
-        return RateLimited(max(1, math.ceil(reset - time.time())), str(item), scope)
+    def _admit(self, *windows: tuple[RateLimitItem, tuple[str, ...], bool, str]) -> None:
+        """Every window has room (and an entry is taken in those marked so), or RateLimited by the first full one."""
+        refused = self.windows.admit(*[(item, identity, take) for item, identity, take, _ in windows])
+        if refused is not None:
+            index, retry_after = refused
+            item, _, _, scope = windows[index]
+            raise RateLimited(retry_after, str(item), scope)
 
 
 class FailedAuthLimit:

@@ -1,4 +1,5 @@
-"""What the console app is built from (`create_app(collaborators)`), and how to build it from a container."""
+"""What the console app is built from (`create_app(collaborators)`; the composition root, interfaces/wiring.py,
+builds them)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ import falcon
 
 from application.listings import Listings
 from application.merchants import Merchants
+from application.proxy_services import ProxyServices
 from interfaces.http.console.security import LoginThrottle
-from interfaces.http.console.sessions import RedisSessionStore, Sessions, SqliteSessionStore
+from interfaces.http.console.sessions import Sessions
+from interfaces.runtime.probes import Probes
+from interfaces.runtime.webhook_service import WebhookService
 from projections.catalog import CatalogProjection, CatalogView
 from projections.console import ConsoleView
+from projections.payment_list import PaymentListView
+from projections.payment_volume import PaymentVolumeView
 from projections.runner import catch_up
 
 
@@ -24,7 +30,10 @@ class Collaborators:
     sessions: Sessions
     throttle: LoginThrottle
     verify_password: Callable[[str | None, str], bool]
-    refresh: Callable[[], Any]  # brings the console and accounts views up to date after a command
+    refresh: Callable[[], object]  # brings the console and accounts views up to date after a command
+    proxies: ProxyServices  # the services and routes API (services.py) and pages (service_pages.py)
+    webhooks: WebhookService  # the webhook pages and API
+    payment_list: PaymentListView  # the overview, the payments pages and API
     catalog: CatalogView | None = None
     listings: Listings | None = None
     console_url: str = ""
@@ -33,17 +42,13 @@ class Collaborators:
     trusted_proxies: tuple[str, ...] = ()
     api_url: str = ""  # the facilitator API, for the pages' examples
     close: Callable[[], None] = lambda: None
-    fee_payers: Callable[[], list[dict[str, Any]]] = lambda: []  # the overview's fee payer health
-    proxies: Any = None  # application.proxy_services.ProxyServices: the services and routes API (services.py)
+    fee_payers: Callable[[], list[dict[str, str]]] = lambda: []  # the overview's fee payer health
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
-    webhooks: Any = None  # interfaces.runtime.webhook_service.WebhookService; None: no webhook pages or API
-    payment_list: Any = None  # projections.payment_list.PaymentListView: the overview, the payments pages and API
-    payment_volume: Any = None  # projections.payment_volume.PaymentVolumeView: the overview's chart, services
+    payment_volume: PaymentVolumeView | None = None  # the overview's chart, payments' services
 
     def refresh_catalog(self) -> None:
         if self.listings is not None and self.catalog is not None:
             catch_up(self.listings, CatalogProjection(self.catalog))
-
 
 
 class Resource:
@@ -61,51 +66,12 @@ def mount(app: falcon.App, resources: Iterable[Any], *args: Any) -> None:
         app.add_route(resource.route, resource(*args))
 
 
-def from_container(container: Any, *, api_url: str = "") -> Collaborators:
-    from interfaces.adapters.passwords import Argon2Hasher
-    from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
-    from interfaces.container import sqlite_dir
-
-    config = container.config
-    if container.redis is not None:
-        store: Any = RedisSessionStore(container.redis)
-    else:
-        store = SqliteSessionStore(sqlite_dir(config) / "console-sessions.db")
-    hasher = Argon2Hasher()
-    console = container.console
-
-    def password_hash_of(email: str) -> str | None:
-        login = console.get_login(email)
-        return login.password_hash if login is not None else None
-
-    sessions = Sessions(store, derived_key(config, CONSOLE_CSRF), password_hash_of=password_hash_of)
-    return Collaborators(
-        merchants=container.merchants, console=container.console, sessions=sessions,
-        throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=hasher.verify,
-        refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
-        console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
-        trusted_proxies=config.trusted_proxies,
-        api_url=api_url, close=container.close, fee_payers=lambda: fee_payer_health(container),
-        webhooks=_webhooks(container), proxies=container.proxies,
-        proxy_url=config.proxy_url, payment_list=container.payment_list,
-        payment_volume=container.payment_volume,
-    )
-
-
-def _webhooks(container: Any) -> Any:
-    from interfaces.runtime.webhook_service import WebhookService
-
-    return WebhookService(container) if container.webhooks is not None else None
-
-
-def fee_payer_health(container: Any) -> list[dict[str, Any]]:
+def fee_payer_health(probes: Probes) -> list[dict[str, str]]:
     """Each fee payer's SOL balance on each served network: ok, low (under PAYWARDEN_FEE_PAYER_MIN_LAMPORTS)
     or down (the chain did not answer)."""
-    from interfaces.runtime.probes import Probes
-
     rows = []
-    floor = container.config.fee_payer_min_lamports
-    for (network, address), balance in sorted(Probes(container).fee_payer_balances().items()):
+    floor = probes.fee_payer_floor
+    for (network, address), balance in sorted(probes.fee_payer_balances().items()):
         if isinstance(balance, int):
             rows.append({"network": network, "address": address, "balance": f"{balance / 10**9:,.3f} SOL",
                          "health": "ok" if balance >= floor else "low"})

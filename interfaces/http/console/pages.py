@@ -225,7 +225,7 @@ class KeysPage(Page):
     route, template, title, active = "/keys", "keys.html", "API keys", "/keys"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        services = self._c.proxies.list_services(req.context.session.merchant) if self._c.proxies else []
+        services = self._c.proxies.list_services(req.context.session.merchant)
         return {"keys": self._c.console.list_keys(req.context.session.merchant_id),
                 "services": [{"id": str(x.id), "name": x.name, "slug": x.slug} for x in services],
                 "service_names": {str(x.id): f"{x.name} ({x.slug})" for x in services}}

@@ -134,12 +134,6 @@ def page_of(view: PaymentListView, merchant_id: str, filters: dict[str, Any]) ->
         after=filters.get("cursor"), limit=filters["limit"])
 
 
-def view_of(c: Collaborators) -> PaymentListView:
-    if c.payment_list is None:
-        raise falcon.HTTPServiceUnavailable(title="unavailable", description="the payments read model is not run")
-    return c.payment_list
-
-
 def owned(view: PaymentListView, merchant_id: str, payment_id: str) -> PaymentRow:
     row = view.get_payment(payment_id)
     if row is None or row.merchant_id != merchant_id:
@@ -155,7 +149,7 @@ class PaymentsResource(Resource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         merchant_id, filters = session_of(req).merchant_id, query(req)
-        page = page_of(view_of(self._c), merchant_id, filters)
+        page = page_of(self._c.payment_list, merchant_id, filters)
         services = services_of(self._c, page.items)
         resp.media = {"payments": [described(row, services.get(row.payment_id)) for row in page.items],
                       "total": page.total,
@@ -180,7 +174,7 @@ class PaymentsExportResource(Resource):
         s = session_of(req)
         filters = export_filters({k: (v[-1] if isinstance(v, list) else v) for k, v in req.params.items()})
         since, until = filters["since"], filters["until"]
-        view = view_of(self._c)
+        view = self._c.payment_list
         resp.content_type = "text/csv; charset=utf-8; header=present"
         given = [s.merchant, *(v for v in (req.get_param("from"), req.get_param("to")) if v)]  # `to` as given
         name = "-".join(["payments", *(re.sub(r"[^A-Za-z0-9._-]", "_", v) for v in given)])  # nothing a header carries
@@ -193,7 +187,7 @@ class PaymentResource(Resource):
     route = "/api/v1/payments/{payment_id}"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
-        view = view_of(self._c)
+        view = self._c.payment_list
         row = owned(view, session_of(req).merchant_id, payment_id)
         resp.media = {**described(row, services_of(self._c, [row]).get(payment_id)),
                       "events": [e.as_dict() for e in view.get_timeline(payment_id)]}
@@ -219,7 +213,7 @@ class PaymentsPage(Page):
         except ValidationError as refused:  # keyed by the wire names (`from`, `to`): shown beside those fields
             errors = {k: " ".join(map(str, v)) for k, v in refused.normalized_messages().items()}
             return self.render(req, resp, falcon.HTTP_400, errors=errors, payments=None, **context)
-        page = page_of(view_of(self._c), req.context.session.merchant_id, filters)
+        page = page_of(self._c.payment_list, req.context.session.merchant_id, filters)
         filtered = {k: v for k, v in form.items() if k != "cursor"}
         export = {k: v for k, v in form.items() if k in ("state", "from", "to") and v}
         self.render(req, resp, payments=page.items, total=page.total, services=services_of(self._c, page.items),
@@ -233,7 +227,7 @@ class PaymentDetailPage(Page):
     route, template, title, active = "/payments/{payment_id}", "payment.html", "Payment", "/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:  # type: ignore[override]
-        view = view_of(self._c)
+        view = self._c.payment_list
         row = owned(view, req.context.session.merchant_id, payment_id)
         self.render(req, resp, payment=row, events=view.get_timeline(payment_id), shown=shown,
                     service=services_of(self._c, [row]).get(row.payment_id),

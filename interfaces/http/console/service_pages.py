@@ -185,7 +185,5 @@ class RouteDeletePage(PostOnly, _ServicePage):
 
 
 def add_routes(app: falcon.App, c: Collaborators) -> None:
-    if c.proxies is None:
-        return
     mount(app, (ServicesPage, ServicePage, ServiceActivePage, ServiceDeletePage, RoutesPage, RouteDeletePage), c,
           templates())

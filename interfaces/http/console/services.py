@@ -166,7 +166,5 @@ class RouteResource(_Base):
         resp.status = falcon.HTTP_204
 
 
-def add_routes(app: falcon.App, proxies: ProxyServices | None, proxy_url: str) -> None:
-    if proxies is None:
-        return
+def add_routes(app: falcon.App, proxies: ProxyServices, proxy_url: str) -> None:
     mount(app, (ServicesResource, ServiceResource, RoutesResource, RouteResource), proxies, proxy_url)

@@ -237,8 +237,6 @@ class ReplayPage(PostOnly, WebhookPage):
 
 
 def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
-    if c.webhooks is None:
-        return
     mount(app, (WebhooksResource, ReplayResource, WebhookResource, RotateResource, TestEventResource,
                 DeliveriesResource, ResendResource), c)
     env.globals["sandbox"] = c.sandbox  # the URL field says what the sandbox also allows (http://localhost)

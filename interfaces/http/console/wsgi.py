@@ -6,8 +6,7 @@ from __future__ import annotations
 from interfaces.config import load_config
 from interfaces.container import build
 from interfaces.http.console.app import create_app
-from interfaces.http.console.collaborators import from_container
+from interfaces.wiring import console_collaborators
 
 container = build(load_config())
-collaborators = from_container(container)
-application = create_app(collaborators)
+application = create_app(console_collaborators(container))

@@ -1,13 +1,18 @@
-"""`create_app(container) -> falcon.App`: the pure factory of the Paywarden API."""
+"""`create_app(collaborators) -> falcon.App`: the pure factory of the Paywarden API."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import falcon
 
-from interfaces.container import Container
-from interfaces.http.common.auth import Authenticator, AuthMiddleware
+from application.payments import Payments
+from application.ports import QueryCache
+from interfaces.adapters.key_usage import KeyUsage
+from interfaces.adapters.signers import KeypairFeePayers
+from interfaces.http.common.auth import Authenticator, AuthMiddleware, KeyLookup
 from interfaces.http.common.ratelimit import FailedAuthLimit, RateLimiter, RateLimitMiddleware
 from interfaces.http.common.requestlog import RequestLogMiddleware
 from interfaces.http.discovery.resources import DiscoveryResourcesResource
@@ -19,32 +24,57 @@ from interfaces.http.ops.health import HealthzResource, ReadyzResource
 from interfaces.http.ops.metrics import MetricsResource
 from interfaces.http.ops.openapi import OpenApiResource, build_document
 from interfaces.runtime.probes import Probes
+from projections.catalog import CatalogView
+from projections.payment_list import PaymentListView
+from projections.service_scopes import ServiceScopesView
+from projections.webhooks import WebhooksView
 
 
-def create_app(container: Container) -> falcon.App:
-    served = sorted(container.chains.by_network)
-    authenticator = Authenticator(container.key_lookup(), anonymous=container.config.anonymous, served=served,
-                                  usage=container.key_usage, scopes=container.service_scopes)
-    config = container.config
-    limiter = RateLimiter(config.redis_url or "memory://", config.rate_limit_per_key, config.rate_limit_per_ip)
-    failures = FailedAuthLimit(limiter, config.trusted_proxies)
-    middleware: list[Any] = [RequestLogMiddleware(), AuthMiddleware(authenticator, failures),
-                             RateLimitMiddleware(limiter, config.trusted_proxies)]
+@dataclass(frozen=True)
+class Collaborators:
+    """What the API is built from (the composition root, interfaces/wiring.py, builds them)."""
+
+    payments: Payments
+    fee_payers: KeypairFeePayers
+    key_lookup: KeyLookup  # API keys by hash (the accounts read model, cached per process)
+    key_usage: KeyUsage  # the console's "last used" of keys
+    service_scopes: ServiceScopesView  # keys scoped to a proxy service: its routes
+    payment_list: PaymentListView  # GET /v1/payments/{id}
+    catalog: CatalogView  # discovery
+    discovery_cache: QueryCache
+    probes: Probes  # /readyz and /metrics
+    webhooks_view: WebhooksView  # the webhook outbox's figures in /metrics
+    served: Sequence[str]  # the networks this deployment serves (CAIP-2)
+    anonymous: bool  # a request without an API key is the public identity
+    rate_limit_storage: str  # the rate limits' store: Redis's URL, or memory://
+    rate_limit_per_key: str
+    rate_limit_per_ip: str
+    trusted_proxies: tuple[str, ...]
+
+
+def create_app(c: Collaborators) -> falcon.App:
+    served = list(c.served)
+    authenticator = Authenticator(c.key_lookup, anonymous=c.anonymous, served=served, usage=c.key_usage,
+                                  scopes=c.service_scopes)
+    limiter = RateLimiter(c.rate_limit_storage, c.rate_limit_per_key, c.rate_limit_per_ip)
+    failures = FailedAuthLimit(limiter, c.trusted_proxies)
+    middleware: list[Any] = [RequestLogMiddleware(), AuthMiddleware(authenticator, failures),  # falcon's types
+                             RateLimitMiddleware(limiter, c.trusted_proxies)]  # take no plain middleware list
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
-    verify, settle = VerifyResource(container.payments), SettleResource(container.payments)
-    supported = SupportedResource(served, container.fee_payers, container.service_scopes)
+    verify, settle = VerifyResource(c.payments), SettleResource(c.payments)
+    supported = SupportedResource(served, c.fee_payers, c.service_scopes)
     for prefix in ("", "/v1"):
         app.add_route(f"{prefix}/verify", verify)
         app.add_route(f"{prefix}/settle", settle)
         app.add_route(f"{prefix}/supported", supported)
-    app.add_route("/v1/payments/{payment_id}", PaymentResource(container.payment_list))
-    app.add_route("/discovery/resources", DiscoveryResourcesResource(container.catalog, container.discovery_cache))
-    app.add_route("/discovery/search", DiscoverySearchResource(container.catalog, container.discovery_cache))
-    probes = Probes(container)  # operability: no auth, no rate limit
+    app.add_route("/v1/payments/{payment_id}", PaymentResource(c.payment_list))
+    app.add_route("/discovery/resources", DiscoveryResourcesResource(c.catalog, c.discovery_cache))
+    app.add_route("/discovery/search", DiscoverySearchResource(c.catalog, c.discovery_cache))
+    # operability: no auth, no rate limit
     app.add_route("/healthz", HealthzResource())
-    app.add_route("/readyz", ReadyzResource(probes))
-    app.add_route("/metrics", MetricsResource(probes, container.webhooks_view))
-    app.add_route("/openapi.json", OpenApiResource(build_document(anonymous=config.anonymous)))
+    app.add_route("/readyz", ReadyzResource(c.probes))
+    app.add_route("/metrics", MetricsResource(c.probes, c.webhooks_view))
+    app.add_route("/openapi.json", OpenApiResource(build_document(anonymous=c.anonymous)))
     errors.register(app)
     return app

@@ -9,8 +9,7 @@ import falcon
 from marshmallow import ValidationError
 
 from application.errors import KeyEnvironmentError
-from domain.codes import Code
-from interfaces.http.common.auth import OutOfScope, Unauthorized
+from interfaces.http.common.auth import Unauthorized
 from interfaces.http.common.errors import WireError, payment_body, register_common, schema_message
 from interfaces.http.common.ratelimit import RateLimited
 from interfaces.http.facilitator.schemas import classify
@@ -35,11 +34,6 @@ def _unauthorized(req: falcon.Request, resp: falcon.Response, ex: Unauthorized, 
     resp.set_header("WWW-Authenticate", 'Bearer realm="paywarden"')
 
 
-def _out_of_scope(req: falcon.Request, resp: falcon.Response, ex: OutOfScope, params: Any) -> None:
-    resp.status = falcon.HTTP_400
-    resp.media = payment_body(getattr(req.context, "operation", None), str(Code.INVALID_PAYMENT_REQUIREMENTS), str(ex))
-
-
 def _key_environment(req: falcon.Request, resp: falcon.Response, ex: KeyEnvironmentError, params: Any) -> None:
     _unauthorized(req, resp, Unauthorized("key_environment_mismatch", str(ex)), params)
 
@@ -57,6 +51,5 @@ def register(app: falcon.App) -> None:
     app.add_error_handler(WireError, _wire_error)
     app.add_error_handler(ValidationError, _validation_error)
     app.add_error_handler(Unauthorized, _unauthorized)
-    app.add_error_handler(OutOfScope, _out_of_scope)
     app.add_error_handler(KeyEnvironmentError, _key_environment)
     app.add_error_handler(RateLimited, _rate_limited)

@@ -13,7 +13,6 @@ from domain.codes import Code
 from domain.networks import SCHEME_EXACT, X402_VERSION
 from domain.x402 import PaymentPayload, Requirements
 from interfaces.adapters.signers import KeypairFeePayers
-from interfaces.http.common.auth import check_scope
 from interfaces.http.common.body import read_json
 from interfaces.http.common.errors import WireError
 from interfaces.http.facilitator.schemas import (
@@ -37,7 +36,6 @@ class VerifyResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         payload, terms = _payment_request(self._schema, read_json(req))
-        check_scope(req.context.client, payload, terms)
         outcome = self._payments.verify(req.context.client, payload, terms)
         resp.status = falcon.HTTP_200 if outcome.is_valid else falcon.HTTP_400
         resp.media = verify_answer(outcome)
@@ -53,7 +51,6 @@ class SettleResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         payload, terms = _payment_request(self._schema, read_json(req))
-        check_scope(req.context.client, payload, terms)
         outcome = self._payments.settle(req.context.client, payload, terms, _idempotency_key(req))
         resp.status = _settle_status(outcome)
         resp.media = settle_answer(outcome)

@@ -16,6 +16,8 @@ from interfaces.config import load_config
 from interfaces.container import build
 from interfaces.http.console.app import by_listener
 from interfaces.http.facilitator.app import create_app
+from interfaces.runtime.probes import Probes
+from interfaces.wiring import api_collaborators, console_collaborators, probe_targets
 
 localnet = None
 if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
@@ -26,12 +28,12 @@ if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
     container = build(dataclasses.replace(load_config(), devnet_rpc_url=""), sandbox=localnet.sandbox)
 else:
     container = build(load_config())
-application: WSGIApplication = create_app(container)
+probes = Probes(probe_targets(container))  # the API's /readyz and /metrics, and the console's overview
+application: WSGIApplication = create_app(api_collaborators(container, probes=probes))
 if os.environ.get("PAYWARDEN_CONSOLE_BIND"):
     from interfaces.http.console.app import create_app as create_console
-    from interfaces.http.console.collaborators import from_container
 
     application = by_listener(application, os.environ["PAYWARDEN_CONSOLE_BIND"],
-                              create_console(from_container(container)))
+                              create_console(console_collaborators(container, probes=probes)))
 if localnet is not None:
     application = by_listener(application, os.environ["PAYWARDEN_LOCALNET_BIND"], localnet.app)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import falcon
 from prometheus_client.registry import Collector
 
 from interfaces.runtime.metrics_registry import ScrapeCollector, exposition
 from interfaces.runtime.probes import Probes
+from projections.webhooks import WebhooksView
 
 
 class MetricsResource:
-    def __init__(self, probes: Probes, webhooks_view: Any = None) -> None:
+    def __init__(self, probes: Probes, webhooks_view: WebhooksView | None = None) -> None:
         self._collector: Collector = ScrapeCollector(probes)
         if webhooks_view is not None:
             from interfaces.http.ops.webhook_metrics import Collectors, WebhookCollector

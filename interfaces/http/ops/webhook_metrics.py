@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from projections.webhooks import WebhooksView
 
 log = logging.getLogger("paywarden.webhooks")
 OUTCOMES = ("delivered", "retry", "failed", "disabled")
@@ -17,8 +18,8 @@ STATUSES = ("pending", "delivered", "failed", "cancelled")
 
 
 class WebhookCollector(Collector):
-    def __init__(self, view: Any) -> None:
-        self._view = view  # projections.webhooks.WebhooksView
+    def __init__(self, view: WebhooksView) -> None:
+        self._view = view
 
     def collect(self) -> Iterator[Metric]:
         try:

@@ -1,27 +1,38 @@
-"""`create_proxy_app(container)`: the proxy's WSGI application over the container's applications."""
+"""`create_app(collaborators) -> ProxyApp`: the proxy's WSGI application (the composition root,
+interfaces/wiring.py, builds the collaborators)."""
 
 from __future__ import annotations
 
-import ssl
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from interfaces.adapters.outbound import OutboundClient, OutboundPolicy
-from interfaces.adapters.resolver import GetaddrinfoResolver
-from interfaces.container import Container
+from application.payments import Payments
+from application.ports import FeePayers
+from application.proxy_services import ProxyServices
+from interfaces.adapters.outbound import OutboundClient
 from interfaces.http.proxy.app import ProxyApp
-from interfaces.http.proxy.serving import DomainCheck
+from interfaces.http.proxy.serving import DomainCheck, VerifiedDomains
+from projections.accounts import AccountsView
 
 
-def create_proxy_app(container: Container, *, resolver: Any = None, ssl_context: ssl.SSLContext | None = None,
-                     policy: OutboundPolicy | None = None) -> ProxyApp:
-    """Production refuses internal upstream addresses; sandbox mode reaches localhost backends."""
-    outbound = OutboundClient(resolver or GetaddrinfoResolver(),
-                              policy or OutboundPolicy.for_mode(sandbox=container.config.sandbox),
-                              ssl_context=ssl_context)
-    domains = DomainCheck(container.console, container.proxies.verified_domains_of,
-                          container.merchants.settings.refusal, sandbox=container.config.sandbox,
-                          own_ports=container.config.own_ports)
-    return ProxyApp(container.proxies, container.payments, container.accounts, container.fee_payers, outbound,
-                    public_url=container.config.proxy_url, domains=domains,
-                    trusted_proxies=container.config.trusted_proxies,
-                    metrics_token=container.config.proxy_metrics_token)
+@dataclass(frozen=True)
+class Collaborators:
+    proxies: ProxyServices  # the services and routes, and a merchant's verified domains now
+    payments: Payments  # each paid request's payment, in-process
+    accounts: AccountsView  # the merchants' capabilities and rate limits
+    fee_payers: FeePayers
+    outbound: OutboundClient  # to the upstreams, under the mode's policy (no internal addresses in production)
+    verified_domains: VerifiedDomains  # the read model asked first on every request (serving.py)
+    refusal: Callable[[str], str | None]  # why a domain is refused: the operator's blocked and the service's own
+    sandbox: bool = False
+    own_ports: frozenset[int] = frozenset()  # Paywarden's own listeners, which no localhost service may name
+    public_url: str = ""  # PAYWARDEN_PROXY_URL
+    trusted_proxies: tuple[str, ...] = ()
+    metrics_token: str = ""
+
+
+def create_app(c: Collaborators) -> ProxyApp:
+    domains = DomainCheck(c.verified_domains, c.proxies.verified_domains_of, c.refusal, sandbox=c.sandbox,
+                          own_ports=c.own_ports)
+    return ProxyApp(c.proxies, c.payments, c.accounts, c.fee_payers, c.outbound, public_url=c.public_url,
+                    domains=domains, trusted_proxies=c.trusted_proxies, metrics_token=c.metrics_token)

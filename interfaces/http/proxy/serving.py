@@ -10,8 +10,8 @@ a verification by a moment.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Protocol
 
 from domain.merchant import merchant_id
 from domain.proxy_service import ProxyService, localhost_refusal
@@ -19,8 +19,14 @@ from domain.proxy_service import ProxyService, localhost_refusal
 SANDBOX_DOMAIN = "localhost"
 
 
+class VerifiedDomains(Protocol):
+    """A read model of merchants' verified domains (the console's)."""
+
+    def list_verified_domains(self, merchant_id: str) -> Collection[str]: ...
+
+
 class DomainCheck:
-    def __init__(self, verified_view: Any, verified_now: Callable[[str], set[str]],
+    def __init__(self, verified_view: VerifiedDomains, verified_now: Callable[[str], set[str]],
                  refusal: Callable[[str], str | None], *, sandbox: bool,
                  own_ports: frozenset[int] = frozenset()) -> None:
         self._view, self._now, self._refusal, self._sandbox = verified_view, verified_now, refusal, sandbox

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from interfaces.config import load_config
 from interfaces.container import build
-from interfaces.http.proxy.factory import create_proxy_app
+from interfaces.http.proxy.factory import create_app
+from interfaces.wiring import proxy_collaborators
 
 container = build(load_config())
-application = create_proxy_app(container)
+application = create_app(proxy_collaborators(container))

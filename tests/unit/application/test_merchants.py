@@ -94,7 +94,7 @@ def test_a_domain_is_verified_by_its_txt_record_or_its_https_file_and_says_what_
     other = app.add_domain("acme", "shop.example.com")
     challenges.files[other.http_url] = other.token + "\n"
     assert app.verify_domain("acme", "shop.example.com") == "http"
-    assert app.get_merchant("acme").domains["shop.example.com"]["verified"]
+    assert app.get_merchant("acme").is_verified("shop.example.com")
 
 
 def test_a_domain_a_proxy_service_uses_cannot_be_removed():
@@ -105,13 +105,13 @@ def test_a_domain_a_proxy_service_uses_cannot_be_removed():
         app.remove_domain("acme", "api.example.com")
     usage.used.clear()
     app.remove_domain("acme", "api.example.com")
-    assert app.get_merchant("acme").domains == {}
+    assert not app.get_merchant("acme").has_domain("api.example.com")
 
 
 def test_localhost_is_preverified_in_the_sandbox_only():
     app, _, _ = merchants()
     app.preverify_sandbox_domain("acme")
-    assert app.get_merchant("acme").domains["localhost"]["verified"]
+    assert app.get_merchant("acme").verified_domains() == {"localhost"}
     production, _, _ = merchants(production=True)
     with pytest.raises(MerchantError):
         production.preverify_sandbox_domain("acme")

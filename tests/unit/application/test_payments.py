@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
-from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -19,6 +17,7 @@ from solders.transaction import VersionedTransaction
 from application.errors import KeyEnvironmentError
 from application.payments import Payments
 from application.ports import ChainUnavailableError, Confirmation, SignatureStatus, Simulation, SubmissionError
+from application.verifying import receive
 from domain.claims import Claim, ClaimKind
 from domain.clients import Capability, Client
 from domain.codes import Code
@@ -207,7 +206,6 @@ def test_a_recorded_payment_is_answered_as_recorded_by_a_verify_the_cache_does_n
     assert first.is_valid and reads == []  # a new payment: evaluated and inserted, nothing read first
     key = payments._request(CLIENT, payload, requirements).key
     recorded = payments.recorder.max_notification_id()
-    payments._admission.admit = lambda *args: nullcontext((None, True))  # the cache behind, the lock free
     chain.simulation = Simulation(ok=False, error="spent meanwhile", error_code="InstructionError")
     again = payments.verify(CLIENT, payload, requirements)
     assert again.is_valid and again.replayed and again.payer == first.payer
@@ -434,8 +432,9 @@ def test_a_concurrent_duplicate_is_refused_while_the_first_holds_the_lock(paymen
 
 def test_a_request_that_gets_the_lock_reads_the_event_store_only_and_the_cache_answers_while_it_is_held(chain,
                                                                                                        clock):
-    """In-process locks: the lock first; the cache only for a request that finds it held (one read, not two, for a
-    new payment), where a terminal result still answers and anything else is `duplicate_request`."""
+    """The lock first; the cache only for a settle that finds it held (one read, not two, for a new payment), where
+    a terminal result still answers and anything else is `duplicate_request`. A verify takes no lock and reads no
+    cache: the event store answers it, held or not (docs/facilitator.md)."""
     cache = MemoryResultCache(caught_up=True)
     reads: list[tuple[str, str]] = []
     get = cache.get
@@ -446,23 +445,46 @@ def test_a_request_that_gets_the_lock_reads_the_event_store_only_and_the_cache_a
     chain.simulation = Simulation(ok=False, error="insufficient funds", error_code="InstructionError")
     payload, requirements = payment()
     first = payments.verify(CLIENT, payload, requirements)
-    again = payments.verify(CLIENT, payload, requirements)
-    assert first.invalid_reason == again.invalid_reason == Code.SIMULATION_FAILED and again.replayed
-    assert reads == []  # the lock was free both times: the event store answered
+    again = payments.settle(CLIENT, payload, requirements)
+    assert first.invalid_reason == again.error_reason == Code.SIMULATION_FAILED
+    assert reads == []  # the lock was free: the event store answered
     key = payments._request(CLIENT, payload, requirements).key
     chain.simulation = Simulation(ok=True)
     with payments._locks.hold(key, 10) as held:
         assert held
-        busy = payments.verify(CLIENT, payload, requirements)
-        other = payments.verify(CLIENT, *payment())  # another payment: its own lock, free
-    assert busy == again  # a terminal result: from the cache, while another request holds the payment
-    assert reads == [(key, "verify")] and other.is_valid
+        busy = payments.settle(CLIENT, payload, requirements)
+        busy_verify = payments.verify(CLIENT, payload, requirements)
+        other = payments.settle(CLIENT, *payment())  # another payment: its own lock, free
+    assert busy == again.as_replay()  # a terminal result: from the cache, while another request holds the payment
+    assert busy_verify == first.as_replay()  # from the event store, no lock asked
+    assert reads == [(key, "settle")] and other.success
     approved_payload, approved = payment()
     approved_key = payments._request(CLIENT, approved_payload, approved).key
     assert payments.verify(CLIENT, approved_payload, approved).is_valid
     with payments._locks.hold(approved_key, 10):
-        refused = payments.verify(CLIENT, approved_payload, approved)
-    assert refused.invalid_reason == Code.DUPLICATE_REQUEST  # an approval is not terminal: not in the cache
+        refused = payments.settle(CLIENT, approved_payload, approved)
+        assert payments.verify(CLIENT, approved_payload, approved).is_valid
+    assert refused.error_reason == Code.DUPLICATE_REQUEST  # an approval is not terminal: not in the cache
+    assert payments.get_payment(approved_key).state is PaymentState.APPROVED  # nothing recorded under the lock
+
+
+def test_two_verifies_racing_on_a_new_payment_record_it_once_and_answer_alike(payments, chain):
+    """Both evaluate before either inserts: the event store refuses the second insert of the payment (its id is
+    uuid5 of its key), and the one that lost answers the recorded result, as a replay."""
+    payload, requirements = payment()
+    simulate, inner = chain.simulate, []
+
+    def racing(transaction: bytes, **flags: object) -> Simulation:
+        if not inner:  # the outer verify's simulation: another verify of the payment runs to its end meanwhile
+            inner.append(None)
+            inner.append(payments.verify(CLIENT, payload, requirements))
+        return simulate(transaction, **flags)
+
+    chain.simulate = racing
+    outer = payments.verify(CLIENT, payload, requirements)
+    assert outer.is_valid and inner[1].is_valid and outer.payer == inner[1].payer
+    assert (inner[1].replayed, outer.replayed) == (False, True)  # the inner one inserted first; the outer lost
+    assert history(payments, payload, requirements) == ["Received", "Approved"]
 
 
 def _payment_and_claim(key: str) -> tuple[Payment, Claim]:
@@ -473,18 +495,18 @@ def _payment_and_claim(key: str) -> tuple[Payment, Claim]:
     return aggregate, Claim(kind=ClaimKind.TRANSACTION, subject=f"tx-{key}", payment_id=str(aggregate.id))
 
 
-def test_save_records_what_the_librarys_save_records_and_all_of_a_request_or_none():
-    """`Payments.save` collects the aggregates' events without the library's protocol checks; what it records is
-    what `Application.save` records, in one `insert_events`: a claim already taken stops the payment too."""
-    ours, theirs = (Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}) for _ in range(2))
-    for save in (ours.save, functools.partial(Application.save, theirs)):
-        payment_, claim = _payment_and_claim("k1")
-        recordings = save(payment_, claim)
-        assert [r.notification.id for r in recordings] == [1, 2, 3]
-    stored = [[(s.originator_id, s.originator_version, s.topic, {k: v for k, v in json.loads(s.state).items()
-                                                                  if k != "timestamp"})
-               for s in app.recorder.select_notifications(start=1, limit=10)] for app in (ours, theirs)]
-    assert stored[0] == stored[1] and len(stored[0]) == 3
+def test_a_save_is_the_librarys_and_records_all_of_a_request_or_none():
+    """`Payments` saves with the library's public `Application.save` (no override calling its internals): the
+    payment and its request's claims in one `insert_events`, so a claim already taken stops the payment too."""
+    assert Payments.save is Application.save
+    ours = Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    payment_, claim = _payment_and_claim("k1")
+    recordings = ours.save(payment_, claim)
+    assert [r.notification.id for r in recordings] == [1, 2, 3]
+    stored = [(s.originator_id, s.originator_version, s.topic.rsplit(".", 1)[-1], json.loads(s.state).get("kind"))
+              for s in ours.recorder.select_notifications(start=1, limit=10)]
+    assert stored == [(payment_.id, 1, "Received", None), (payment_.id, 2, "Approved", None),
+                      (claim.id, 1, "Made", ClaimKind.TRANSACTION.value)]
 
     payment_, _ = _payment_and_claim("k2")
     _, taken = _payment_and_claim("k1")  # the claim k1's payment holds: its id exists
@@ -544,7 +566,7 @@ def recorded_under_another_key(payments: Payments, payload: PaymentPayload, requ
                                confirmed: bool, client: Client = CLIENT) -> Payment:
     """The payment as an earlier release recorded it: under a key derived otherwise, its transaction claimed."""
     request = payments._request(client, payload, requirements)
-    earlier = payments._receive(request)
+    earlier = receive(request)
     earlier = Payment(**{**{k: getattr(earlier, k) for k in (
         "client_id", "network", "asset", "amount", "pay_to", "terms_digest", "client_signature", "extensions",
         "resource", "max_timeout_seconds")}, "idempotency_key": "derived-by-an-earlier-release"})

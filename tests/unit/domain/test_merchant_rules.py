@@ -83,9 +83,13 @@ def test_a_domain_is_added_once_verified_and_removed():
     merchant.add_domain("api.example.com", "tok")
     with pytest.raises(MerchantConflictError):
         merchant.add_domain("api.example.com", "tok2")
+    merchant.add_domain("shop.example.com", "tok3")
+    assert not merchant.is_verified("api.example.com")
     merchant.verify_domain("api.example.com", "dns")
-    assert merchant.domains["api.example.com"]["verified"]
+    assert merchant.is_verified("api.example.com")
+    assert merchant.verified_domains() == {"api.example.com"}  # shop.example.com is not verified yet
     merchant.remove_domain("api.example.com")
+    assert not merchant.has_domain("api.example.com") and merchant.verified_domains() == set()
     with pytest.raises(UnknownObjectError):
         merchant.verify_domain("api.example.com", "dns")
 

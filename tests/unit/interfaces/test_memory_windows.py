@@ -1,8 +1,9 @@
 """The in-memory moving window (`MemoryWindows`) answers as `limits`' own moving window over its memory storage:
-the same admissions, the same window statistics (so the same `Retry-After`), exact under racing threads."""
+the same admissions, the same `Retry-After` (from the library's window statistics), exact under racing threads."""
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -38,30 +39,37 @@ def test_the_same_answers_as_the_librarys_moving_window(clock):
         clock.now += rng.uniform(0, 70) if rng.random() < 0.02 else rng.choice([0.0, rng.uniform(0, 0.3),
                                                                                 rng.uniform(0, 2)])
         item, identity = rng.choice(items), ("key", rng.choice(["k1", "k2"]))
-        operation = rng.choice(["hit", "hit", "test", "stats"])
-        if operation == "hit":
-            answer = ours.hit(item, *identity)
-            assert answer == library.hit(item, *identity)
-            admitted, refused = admitted + answer, refused + (not answer)
-        elif operation == "test":
-            assert ours.test(item, *identity) == library.test(item, *identity)
-        else:
-            mine, theirs = ours.get_window_stats(item, *identity), library.get_window_stats(item, *identity)
-            assert mine.remaining == theirs.remaining
-            if mine.remaining < item.amount:  # an empty window's reset is the library's leftover entry, or now
-                assert mine.reset_time == theirs.reset_time
+        take = rng.random() < 0.7  # a hit, or a test that takes nothing
+        answer = ours.admit((item, identity, take))
+        assert (answer is None) == (library.hit(item, *identity) if take else library.test(item, *identity))
+        if answer is not None:  # the same Retry-After: until the library's oldest entry leaves the window
+            reset, _ = library.get_window_stats(item, *identity)
+            assert answer == (0, max(1, math.ceil(reset - clock.now)))
+        if take:
+            admitted, refused = admitted + (answer is None), refused + (answer is not None)
     assert admitted > 300 and refused > 300, (admitted, refused)
+
+
+def test_the_first_full_window_refuses_and_nothing_is_taken_in_any(clock):
+    windows, tested, taken = MemoryWindows(), parse("1/minute"), parse("2/minute")
+    assert windows.admit((tested, ("auth", "a"), False), (taken, ("key", "k"), True)) is None
+    assert windows.admit((tested, ("auth", "a"), True)) is None  # the tested window was left empty
+    clock.now += 20
+    assert windows.admit((tested, ("auth", "a"), False), (taken, ("key", "k"), True)) == (0, 40)
+    assert windows.admit((taken, ("key", "k"), True)) is None  # the refused request took no entry of the key
+    assert windows.admit((tested, ("auth", "b"), False), (taken, ("key", "k"), True)) == (1, 40)
 
 
 def test_idle_keys_are_dropped_and_busy_ones_kept(clock):
     windows, item = MemoryWindows(), parse("2/minute")
-    assert windows.hit(item, "ip", "a") and windows.hit(item, "ip", "b")
+    assert windows.admit((item, ("ip", "a"), True)) is None and windows.admit((item, ("ip", "b"), True)) is None
     clock.now += 50
-    assert windows.hit(item, "ip", "b")
+    assert windows.admit((item, ("ip", "b"), True)) is None
     clock.now += MemoryWindows.SWEEP_SECONDS + 1  # "a" is 61 s old, "b"'s last hit 11 s
-    assert windows.hit(item, "ip", "c")
+    assert windows.admit((item, ("ip", "c"), True)) is None
     assert set(windows._windows) == {item.key_for("ip", "b"), item.key_for("ip", "c")}
-    assert windows.get_window_stats(item, "ip", "b").remaining == 1  # its first hit left the window
+    assert windows.admit((item, ("ip", "b"), True)) is None  # its first hit left the window: one slot was free
+    assert windows.admit((item, ("ip", "b"), True)) == (0, 49)
 
 
 def test_racing_threads_are_admitted_exactly_the_budget():
@@ -71,7 +79,7 @@ def test_racing_threads_are_admitted_exactly_the_budget():
 
     def one() -> None:
         start.wait()
-        results.append(windows.hit(item, "key", "k"))
+        results.append(windows.admit((item, ("key", "k"), True)) is None)
 
     threads = [threading.Thread(target=one) for _ in range(50)]
     for thread in threads:

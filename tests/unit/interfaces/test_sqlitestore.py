@@ -384,3 +384,21 @@ def run_together(target: Callable[[], None], threads: int) -> None:
         thread.start()
     for thread in started:
         thread.join()
+
+
+def test_bench_loads_bulk_mode_reaches_the_idle_connections_and_every_later_one(tmp_path):
+    """`paywarden bench-load`'s bulk mode (`bulk_sqlite`) once tuned the library's pool, which a `LeanDatastore`
+    does not use: its connections kept their synchronous level. Now through `LeanDatastore.tune`."""
+    from interfaces.cli.bench_load import BULK_CACHE_KIB, bulk_sqlite
+
+    datastore = lean_datastore(tmp_path)  # one idle connection (it created the table)
+    try:
+        assert [tuple(r) for r in datastore.read("PRAGMA synchronous")] == [(1,)]  # NORMAL, the payments' level
+        bulk_sqlite(datastore)
+        with datastore.get_connection(commit=False) as idle, datastore.get_connection(commit=False) as opened:
+            for conn in (idle, opened):
+                cursor = conn.sqlite.execute("PRAGMA synchronous")
+                assert cursor.fetchone()[0] == 0  # OFF
+                assert conn.sqlite.execute("PRAGMA cache_size").fetchone()[0] == -BULK_CACHE_KIB
+    finally:
+        datastore.close()
