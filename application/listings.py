@@ -21,6 +21,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.projection import EventSourcedProjection
+from eventsourcing.system import Leader
 from eventsourcing.utils import get_topic
 
 from application.ports import (
@@ -87,10 +88,13 @@ class VerifiedPayment:
         return self.client_id != ANONYMOUS_ID
 
 
-class Listings(EventSourcedProjection[UUID]):
-    """Follows the Payments log (`Payment.Approved`); records `DiscoveryListing` events."""
+class Listings(EventSourcedProjection[UUID], Leader[UUID]):
+    """Follows the Payments log (`Payment.Approved`); records `DiscoveryListing` events. A Leader for the owner's
+    delisting only (projections/read_your_writes.py): the listings it records as it follows payments are the
+    catalog worker's to apply."""
 
     topics = (get_topic(Payment.Approved),)
+    notify_topics = (get_topic(DiscoveryListing.Delisted),)
     # A listing is loaded for every payment that describes it, and changes with each new price or once a day: a
     # snapshot every 50 events bounds what a load replays (docs/performance.md).
     snapshotting_intervals = {DiscoveryListing: 50}

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
+from eventsourcing.system import Leader
 
 from domain.domains import (
     SANDBOX_DOMAIN,
@@ -161,7 +162,9 @@ class MerchantRecords(Application[UUID]):
             raise MerchantNotFoundError(f"no merchant named {name}", field="merchant") from missing
 
 
-class Merchants(MerchantRecords):
+# A Leader: each save prompts the followers it leads, the read models of its log in the commanding process, before
+# the command returns (projections/read_your_writes.py).
+class Merchants(MerchantRecords, Leader[UUID]):
     def __init__(self, env: Mapping[str, str] | None = None, *, settings: MerchantSettings | None = None,
                  hasher: PasswordHasher | None = None, challenges: DomainChallenges | None = None,
                  suffixes: PublicSuffixes | None = None, usage: DomainUsage | None = None) -> None:

@@ -1,9 +1,9 @@
 """The Payments application: the facilitator's `verify` and `settle`, the proxy's `admit_forward`, the follow-up.
 
 Each command: the request's checks (application/payment_checks.py, the key's scope among them) derive the
-payment's idempotency key; the way in (application/payment_store.py) answers a settle from the terminal result
-cache or lets it hold the payment's lock; then the steps get the payment, decide with outside facts from the ports
-(lookup tables, simulation, broadcast, confirmation) and save once per step:
+payment's idempotency key; the way in (application/payment_store.py) lets a settle hold the payment's lock, or
+answers it from the terminal result cache while another request holds it; then the steps get the payment, decide
+with outside facts from the ports (lookup tables, simulation, broadcast, confirmation) and save once per step:
 - verify (application/verifying.py): evaluate and record a new payment; no lock, the event store refuses a
   second insert of it (docs/facilitator.md);
 - settle (application/settling.py): evaluate again, claim, record the broadcast before it is sent, send;

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
 from typing import Any, Protocol
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
+from eventsourcing.system import Leader
 
 from domain.merchant import Merchant
 from domain.networks import SCHEME_EXACT, network
@@ -78,7 +79,9 @@ class _RouteTranscoding(_FrozenTranscoding):
     type, name = Route, "proxy_route"
 
 
-class ProxyServices(Application[uuid.UUID]):
+# A Leader: each save prompts the followers it leads, the read models of its log in the commanding process, before
+# the command returns (projections/read_your_writes.py).
+class ProxyServices(Leader[uuid.UUID]):
     snapshotting_intervals = {ProxyService: SNAPSHOT_EVERY}
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:

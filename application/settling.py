@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from uuid import UUID
 
-from application.errors import rule_details
+from application.errors import DuplicateRequestError, rule_details
 from application.outcomes import SettleOutcome, repeated_settle, settle_outcome
 from application.payment_checks import PaymentRequest
 from application.payment_store import Context
@@ -34,7 +34,17 @@ def settle(ctx: Context, request: PaymentRequest) -> SettleOutcome:
     _claim_request_key(ctx, request, payment.id if payment else Payment.create_id(request.key))
     if payment is not None and payment.state in _RECORDED_SETTLE:
         return recorded_settle(ctx, payment, request)
-    return _broadcast(ctx, payment or receive(request), request)
+    if payment is not None:
+        return _broadcast(ctx, payment, request)
+    try:
+        return _broadcast(ctx, receive(request), request)
+    except DuplicateRequestError:
+        if ctx.store.payment(request.key) is None:  # another payment's claim won: the refusal stands
+            raise
+    # A verify, which takes no lock, recorded the new payment first (docs/facilitator.md): nothing of this request
+    # was recorded nor sent, so it is settled again from that record, once.
+    request.claims.clear()
+    return settle(ctx, request)
 
 
 def recorded_settle(ctx: Context, payment: Payment, request: PaymentRequest) -> SettleOutcome:

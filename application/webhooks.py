@@ -15,7 +15,8 @@ from typing import Protocol
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.system import Leader
 
 from application.ports import Resolver, ResolvesNothing
 from domain.webhook import SECRET_BYTES, WebhookEndpoint, WebhookError, check_addresses, format_secret
@@ -63,7 +64,9 @@ class NoCipher:
         raise LookupError("no secret key configured: this Webhooks application only reads its log")
 
 
-class Webhooks(Application[UUID]):
+# A Leader: each save prompts the followers it leads, the read models of its log in the commanding process, before
+# the command returns (projections/read_your_writes.py).
+class Webhooks(Leader[UUID]):
     def __init__(self, env: Mapping[str, str] | None = None, *, cipher: SecretCipher | None = None,
                  resolver: Resolver | None = None, production: bool = False,
                  overlap: timedelta = ROTATION_OVERLAP, endpoints: EndpointCount | None = None) -> None:

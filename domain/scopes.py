@@ -15,53 +15,43 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from domain.networks import SCHEME_EXACT
+from domain.proxy_service import Route
 from domain.routes import matches, normalize_path
 from domain.x402 import PaymentPayload, Requirements
 
 
 @dataclass(frozen=True)
-class ScopedRoute:
-    """A route's terms as the accounts read model keeps them."""
-
-    method: str
-    path: str
-    price: int
-    network: str
-    asset: str
-    pay_to: str
-
-
-@dataclass(frozen=True)
 class ServiceScope:
-    """The service a key is scoped to: its slug, base-URL path suffix and routes in creation order."""
+    """The service a key is scoped to: its slug, base-URL path suffix and routes in creation order (as the
+    service_scopes read model keeps them)."""
 
     service_id: str
     slug: str
     path_suffix: str
-    routes: tuple[ScopedRoute, ...]
+    routes: tuple[Route, ...]
 
     def allows(self, payload: PaymentPayload, terms: Requirements) -> bool:
         paths, method = resource_paths(payload.resource, self.slug, self.path_suffix), request_method(payload)
         return any(_same_terms(route, terms) and _same_request(route, paths, method) for route in self.routes)
 
-    def routes_for(self, path: str | None) -> list[ScopedRoute]:
+    def routes_for(self, path: str | None) -> list[Route]:
         """The routes whose pattern matches `path` (any method); all of them without a path."""
         if path is None:
             return list(self.routes)
         normalized = normalize_path(path if path.startswith("/") else "/" + path)
         return [r for r in self.routes if matches("*", r.path, "GET", normalized)]
 
-    def networks(self, served: Iterable[str], routes: Sequence[ScopedRoute] | None = None) -> list[str]:
+    def networks(self, served: Iterable[str], routes: Sequence[Route] | None = None) -> list[str]:
         wanted = {r.network for r in (self.routes if routes is None else routes)}
         return [n for n in served if n in wanted]
 
 
-def _same_terms(route: ScopedRoute, terms: Requirements) -> bool:
+def _same_terms(route: Route, terms: Requirements) -> bool:
     return (terms.scheme == SCHEME_EXACT and terms.network == route.network and terms.asset == route.asset
             and terms.pay_to == route.pay_to and terms.amount == route.price)
 
 
-def _same_request(route: ScopedRoute, paths: list[str] | None, method: str | None) -> bool:
+def _same_request(route: Route, paths: list[str] | None, method: str | None) -> bool:
     if paths is None:  # the payload names no resource: the terms decide
         return True
     return any(matches("*" if method is None else route.method, route.path, method or "GET", p) for p in paths)

@@ -48,12 +48,13 @@ from interfaces.adapters.sqlite import LeanDatastore, durable_sends
 from interfaces.config import Config, ConfigError
 from interfaces.runtime.probes import ProbedChain
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
-from projections.catalog import CatalogView, SqliteCatalogView
-from projections.console import ConsoleProjection, ConsoleView, SqliteConsoleView
+from projections.catalog import CatalogProjection, CatalogView, SqliteCatalogView
+from projections.key_use import STORE as KEY_USE_STORE
+from projections.key_use import KeyUseView, SqliteKeyUseView
 from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.payment_volume import PaymentVolumeView, SqlitePaymentVolumeView
+from projections.read_your_writes import ReadYourWrites
 from projections.results import SqliteResultCacheView, SqlResultCacheView
-from projections.runner import catch_up
 from projections.service_scopes import ServiceScopesProjection, ServiceScopesView, SqliteServiceScopesView
 from projections.sql import SqlView
 from projections.webhook_outbox import WebhookEndpointsProjection
@@ -66,8 +67,8 @@ V = TypeVar("V", bound=SqlView)
 PAYMENTS_STORE = "payments"
 # Read models rebuilt from the events alone: a commit lost to a power cut loses its tracking record with it, and
 # the projection applies those events again (docs/performance.md). Not the accounts (a revocation must hold at
-# once, even after a power cut), the console (key last-use times are not events), the webhook outbox (delivery
-# state) nor the audit log (signed checkpoints).
+# once, even after a power cut), the keys' last use (not events), the webhook outbox (delivery state) nor the audit
+# log (signed checkpoints).
 DERIVED_VIEWS = ("payment_list", "payment_volume", "merchant_activity", "result_cache")
 # The payments store's automatic checkpoint, in the committing request of the API worker, every this many WAL pages
 # (~80 MB) instead of SQLite's 1,000: the projection worker copies the WAL back every 20 ms
@@ -187,23 +188,13 @@ class Container:
     proxies: ProxyServices  # the transparent proxy's services and routes
     merchant_records: MerchantRecords  # the merchants' store, read by ProxyServices
     payment_list: PaymentListView  # the payments read model (console, audit, GET /v1/payments)
-    console: ConsoleView  # the console read model (keys, logins, domains; last use of keys)
+    key_uses: KeyUseView  # the last use of API keys (not events; projections/key_use.py)
     key_usage: KeyUsage  # records the last use of API keys (interfaces/adapters/key_usage.py)
     service_scopes: ServiceScopesView  # proxy services and routes, for keys scoped to a service
     sandbox: Sandbox | None = None  # the in-process sandbox chain (interfaces/sandbox/chain.py) in sandbox mode
     redis: Redis | None = None  # the Redis client when PAYWARDEN_REDIS_URL is set
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
     payment_volume: PaymentVolumeView | None = None  # settled USDC per day/hour and service; payments' services
-
-    def refresh_accounts(self) -> int:
-        """Bring the accounts (with scoped keys' services and routes) and console views up to date now (the CLI
-        does, so a new key works at once, and a revoked one stops at once: the workers' key caches are told, even
-        if the projection worker applied the change first and has not told them yet)."""
-        done = catch_up(self.merchants, AccountsProjection(self.accounts))
-        if self.accounts.on_change is not None:
-            self.accounts.on_change()
-        done += catch_up(self.proxies, ServiceScopesProjection(self.service_scopes))  # scoped keys' services
-        return done + catch_up(self.merchants, ConsoleProjection(self.console))
 
     def key_lookup(self) -> CachedAccounts:
         """The API's key lookup: the accounts view cached in this process, dropped when the view changes (pushed
@@ -218,10 +209,6 @@ class Container:
             freshness = TrackingPosition(self.accounts, self.merchants.name)
         return CachedAccounts(self.accounts, freshness)
 
-    def refresh_webhooks(self) -> int:
-        """Bring the webhook endpoints table up to date now (the CLI and API read their own writes)."""
-        return catch_up(self.webhooks, WebhookEndpointsProjection(self.webhooks_view))
-
     def close(self) -> None:
         self.payments.close()
         self.merchants.close()
@@ -229,7 +216,7 @@ class Container:
         self.webhooks.close()
         self.proxies.close()
         self.merchant_records.close()
-        for view in (self.accounts, self.catalog, self.webhooks_view, self.payment_list, self.console,
+        for view in (self.accounts, self.catalog, self.webhooks_view, self.payment_list, self.key_uses,
                      self.service_scopes):
             view.datastore.close()
         for optional in (self.result_cache, self.payment_volume):
@@ -277,15 +264,27 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
-    console = build_view(config, "console", SqliteConsoleView)
+    key_uses = build_view(config, KEY_USE_STORE, SqliteKeyUseView)
 
-    return Container(config, payments, merchants, accounts, chains, fee_payers, listings=listings, catalog=catalog,
-                     discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view, proxies=proxies,
-                     merchant_records=merchant_records, payment_list=payment_list, console=console,
-                     key_usage=KeyUsage(console),
-                     service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView), sandbox=sandbox,
-                     redis=redis, result_cache=result_cache,
-                     payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView))
+    container = Container(
+        config, payments, merchants, accounts, chains, fee_payers, listings=listings, catalog=catalog,
+        discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view, proxies=proxies,
+        merchant_records=merchant_records, payment_list=payment_list, key_uses=key_uses,
+        key_usage=KeyUsage(key_uses), service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView),
+        sandbox=sandbox, redis=redis, result_cache=result_cache,
+        payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView))
+    read_your_writes(container)
+    return container
+
+
+def read_your_writes(c: Container) -> None:
+    """Every command returns once the read models of its application's log hold its events, whichever process
+    issues it (projections/read_your_writes.py); the accounts view's change then reaches every API worker."""
+    c.merchants.lead(ReadYourWrites(c.merchants, [AccountsProjection(c.accounts)], then=c.accounts.on_change,
+                                    level=True))
+    c.proxies.lead(ReadYourWrites(c.proxies, [ServiceScopesProjection(c.service_scopes)], level=True))
+    c.webhooks.lead(ReadYourWrites(c.webhooks, [WebhookEndpointsProjection(c.webhooks_view)], level=True))
+    c.listings.lead(ReadYourWrites(c.listings, [CatalogProjection(c.catalog)]))  # a delisting
 
 
 def build_webhooks(config: Config, resolver: Resolver) -> tuple[Webhooks, WebhooksView]:

@@ -52,8 +52,7 @@ def api_collaborators(container: Container, *, probes: Probes | None = None) -> 
 def webhook_service(container: Container) -> WebhookService:
     """The webhook commands the console's API and the CLI share."""
     return WebhookService(WebhookCollaborators(merchants=container.merchants, webhooks=container.webhooks,
-                                               webhooks_view=container.webhooks_view,
-                                               refresh_webhooks=container.refresh_webhooks))
+                                               webhooks_view=container.webhooks_view))
 
 
 def console_collaborators(container: Container, *, api_url: str = "",
@@ -66,19 +65,20 @@ def console_collaborators(container: Container, *, api_url: str = "",
         store = RedisSessionStore(container.redis)
     else:
         store = SqliteSessionStore(sqlite_dir(config) / "console-sessions.db")
-    view = container.console
+    accounts = container.accounts
 
     def password_hash_of(email: str) -> str | None:
-        login = view.get_login(email)
+        login = accounts.get_login(email)
         return login.password_hash if login is not None else None
 
     sessions = Sessions(store, derived_key(config, CONSOLE_CSRF), password_hash_of=password_hash_of)
     health = functools.partial(console.fee_payer_health, probes or Probes(probe_targets(container)))
     return console.Collaborators(
-        merchants=container.merchants, console=view, sessions=sessions, proxies=container.proxies,
+        merchants=container.merchants, accounts=accounts, key_uses=container.key_uses, sessions=sessions,
+        proxies=container.proxies,
         webhooks=webhook_service(container), payment_list=container.payment_list,
         throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=Argon2Hasher().verify,
-        refresh=container.refresh_accounts, catalog=container.catalog, listings=container.listings,
+        catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
         trusted_proxies=config.trusted_proxies, api_url=api_url, close=container.close, fee_payers=health,
         proxy_url=config.proxy_url, payment_volume=container.payment_volume,
@@ -94,7 +94,7 @@ def proxy_collaborators(container: Container, *, resolver: Resolver | None = Non
                               policy or OutboundPolicy.for_mode(sandbox=config.sandbox), ssl_context=ssl_context)
     return proxy.Collaborators(
         proxies=container.proxies, payments=container.payments, accounts=container.accounts,
-        fee_payers=container.fee_payers, outbound=outbound, verified_domains=container.console,
+        fee_payers=container.fee_payers, outbound=outbound, verified_domains=container.accounts,
         refusal=container.merchants.settings.refusal, sandbox=config.sandbox, own_ports=config.own_ports,
         public_url=config.proxy_url, trusted_proxies=config.trusted_proxies, metrics_token=config.proxy_metrics_token,
     )

@@ -1,11 +1,14 @@
 """The service scopes read model: each proxy service's slug, path suffix and routes, for keys scoped to it.
 
 A request with a scoped key reads its service here (one round trip) and never replays a ProxyService; so does
-`GET /supported?service=<slug>`. Follows the ProxyServices log.
+`GET /supported?service=<slug>`. Follows the ProxyServices log. Each route is kept whole (the `RouteAdded` event's
+route, as JSON) and read back as the aggregate's own `Route`; a view of the earlier shape (the terms in columns of
+their own) is rebuilt from the event store (projections/reshape.py).
 """
 
 from __future__ import annotations
 
+import json
 from functools import singledispatchmethod
 from typing import Any
 
@@ -15,31 +18,34 @@ from eventsourcing.projection import Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
 
-from domain.proxy_service import ProxyService
-from domain.scopes import ScopedRoute, ServiceScope
-from projections.sql import SqlView
+from application.proxy_services import ProxyServices
+from domain.proxy_service import ProxyService, Route
+from domain.scopes import ServiceScope
+from projections.reshape import ReshapedView, Shape
 
 
-class ServiceScopesView(SqlView):
+class ServiceScopesView(ReshapedView):
     tables = (
         "CREATE TABLE IF NOT EXISTS service_scopes_services (service_id TEXT PRIMARY KEY, merchant TEXT NOT NULL, "
         "slug TEXT NOT NULL, path_suffix TEXT NOT NULL, deleted BOOLEAN NOT NULL)",
         "CREATE INDEX IF NOT EXISTS service_scopes_slug ON service_scopes_services (slug)",
         "CREATE TABLE IF NOT EXISTS service_scopes_routes (service_id TEXT NOT NULL, route_id TEXT NOT NULL, "
-        "position BIGINT NOT NULL, method TEXT NOT NULL, path TEXT NOT NULL, price TEXT NOT NULL, "
-        "network TEXT NOT NULL, asset TEXT NOT NULL, pay_to TEXT NOT NULL, PRIMARY KEY (service_id, route_id))",
+        "position BIGINT NOT NULL, route TEXT NOT NULL, PRIMARY KEY (service_id, route_id))",
     )
+    shape = Shape(ProxyServices.name, ("service_scopes_routes", "route"),
+                  ("service_scopes_services", "service_scopes_routes"))
+
 
     def get_scope(self, service_id: str) -> ServiceScope | None:
         """A live service with its routes in creation order (one round trip); None if deleted or unknown."""
         rows = self.rows(
-            "SELECT v.service_id, v.slug, v.path_suffix, v.deleted, r.method, r.path, r.price, r.network, r.asset, "
-            "r.pay_to FROM service_scopes_services v LEFT JOIN service_scopes_routes r ON r.service_id = "
-            "v.service_id WHERE v.service_id = ? ORDER BY r.position", (service_id,),
+            "SELECT v.service_id, v.slug, v.path_suffix, v.deleted, r.route FROM service_scopes_services v "
+            "LEFT JOIN service_scopes_routes r ON r.service_id = v.service_id WHERE v.service_id = ? "
+            "ORDER BY r.position", (service_id,),
         )
         if not rows or rows[0][3]:
             return None
-        routes = tuple(ScopedRoute(r[4], r[5], int(r[6]), r[7], r[8], r[9]) for r in rows if r[4] is not None)
+        routes = tuple(Route(**json.loads(r[4])) for r in rows if r[4] is not None)
         return ServiceScope(rows[0][0], rows[0][1], rows[0][2], routes)
 
     def get_scope_by_slug(self, slug: str) -> tuple[str, ServiceScope] | None:
@@ -86,11 +92,10 @@ class ServiceScopesProjection(Projection[ServiceScopesView]):
 
     @process_event.register
     def _(self, e: ProxyService.RouteAdded, tracking: Tracking) -> None:
-        r = e.route
         with self.view.tracked(tracking) as c:
-            c.execute("INSERT INTO service_scopes_routes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      (str(e.originator_id), r["id"], tracking.notification_id, r["method"], r["path"],
-                       str(r["price"]), r["network"], r["asset"], r["pay_to"]))
+            c.execute("INSERT INTO service_scopes_routes VALUES (?, ?, ?, ?)",
+                      (str(e.originator_id), e.route["id"], tracking.notification_id,
+                       json.dumps(e.route, sort_keys=True)))
 
     @process_event.register
     def _(self, e: ProxyService.RouteRemoved, tracking: Tracking) -> None:

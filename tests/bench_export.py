@@ -36,10 +36,10 @@ def fill(data_dir: str, database_url: str, payments: int) -> None:
     try:
         container.merchants.register("acme")
         add_owner(container, "acme", "owner@acme.test")
-        acme = container.console.get_merchant_by_name("acme").merchant_id
+        acme = container.accounts.get_merchant_by_name("acme").merchant_id
         record_history(container.payments, acme, "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin", payments=payments,
                        days=365)
-        catch_up_all(container, ["payment_list", "payment_volume", "console"])
+        catch_up_all(container, ["payment_list", "payment_volume", "accounts"])
     finally:
         container.close()
 

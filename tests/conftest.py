@@ -91,7 +91,6 @@ def make_gateway(tmp_path: Path, sandbox: Any, *, resolver: Any = None, **config
     container.merchants.register("acme")
     container.merchants.enable_capability("acme", DEVNET.caip2)
     api_key, _ = container.merchants.create_key("acme", KeyEnv.TEST)
-    container.refresh_accounts()
     gateway = Gateway(container, testing.TestClient(create_app(api_collaborators(container))), api_key, sandbox,
                       container.fee_payers.addresses()[0])
     sandbox.mint_usdc(str(gateway.payer.pubkey()), 10 * USDC)

@@ -6,8 +6,8 @@ since: it answers a token that changes whenever the view may have changed, or No
 every lookup reads the view (fail safe: a stale key is never served).
 
 - `PushedChanges` (with Redis, the production stack): every writer of the accounts view publishes on
-  `paywarden:accounts:changed` after its commit (`AccountsView.on_change`, and `Container.refresh_accounts` after
-  it has brought the view up to date, which the CLI and the console do after a revocation). Each worker process
+  `paywarden:accounts:changed` after its commit (`AccountsView.on_change`), and so does every command of the
+  Merchants application once the view holds its events (projections/read_your_writes.py). Each worker process
   holds a subscription and, before answering from its cache, reads whatever has arrived on it (a non-blocking
   read: Redis writes the message to every subscriber before it answers the publisher, so it is there before the
   revoking command returns). While the subscription is not confirmed, broken, or being re-established, the token

@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import urllib3
@@ -89,6 +89,15 @@ class UpstreamProtocolError(OutboundError):
     reason = "upstream_protocol_error"
 
 
+class Timeouts(TypedDict, total=False):
+    """The timeouts a mode's policy may be given (seconds), as `OutboundPolicy`'s fields of the same names."""
+
+    connect_timeout: float
+    response_timeout: float
+    read_timeout: float
+    max_duration: float
+
+
 @dataclass(frozen=True)
 class OutboundPolicy:
     """What the client may reach and how long it waits. Production refuses every non-public address."""
@@ -102,8 +111,9 @@ class OutboundPolicy:
     max_header_bytes: int = 32 * 1024  # the response's status line and headers together
 
     @classmethod
-    def for_mode(cls, sandbox: bool, **overrides: float) -> OutboundPolicy:
-        return cls(allow_private=sandbox, allow_http=sandbox, **overrides)  # type: ignore[arg-type]
+    def for_mode(cls, sandbox: bool, **overrides: Unpack[Timeouts]) -> OutboundPolicy:
+        return cls(allow_private=sandbox, allow_http=sandbox, **overrides)
+
 
 
 def forbidden_reason(address: Address) -> str | None:

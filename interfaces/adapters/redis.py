@@ -89,14 +89,10 @@ return lost
 
     @contextmanager
     def hold(self, key: str, ttl_seconds: float) -> Iterator[bool]:
+        """Take the lock (one round trip); keep it renewed while the context runs (at most `ttl_seconds`), then
+        release it."""
         name, token = lock_key(key), secrets.token_hex(16)
-        with self.leased(name, token, self._acquire(name, token), ttl_seconds) as acquired:
-            yield acquired
-
-    @contextmanager
-    def leased(self, name: str, token: str, acquired: bool, ttl_seconds: float) -> Iterator[bool]:
-        """Keep a lock taken with `token` renewed while the context runs (at most `ttl_seconds`), then release it."""
-        if not acquired:
+        if not self._acquire(name, token):
             yield False
             return
         with self._mutex:

@@ -142,7 +142,7 @@ def rebuild_all(container: Container, *, check: bool) -> list[Comparison]:
 
 def _sql(name: str, app: Application, projection_class: Any, live: Any, fresh_view: Any,
          check: bool) -> Comparison:
-    skipped = set(getattr(live, "not_from_events", ()))  # e.g. the console's key last-use times
+    skipped = set(getattr(live, "not_from_events", ()))  # e.g. the catalog's search rows
     tables = [m.group(1) for t in live.tables if (m := TABLE.search(t)) and m.group(1) not in skipped]
     comparison = Comparison(name)
     for _ in range(ATTEMPTS):

@@ -14,14 +14,18 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain import merkle
 from domain.checkpoint import Checkpoint, NoteError, VerifierKey, parse_checkpoint, parse_verifier_key, verify_note
 from domain.log_entry import EntryError, LogEntry
 from interfaces.audit.signing import ed25519_verify
+
+if TYPE_CHECKING:
+    from interfaces.audit.log import AuditLog
 
 PAYMENT = "domain.payment:Payment."
 MERCHANT_REGISTERED = "domain.merchant:Merchant.Registered"
@@ -42,7 +46,7 @@ class Report:
         self.failures.append(message)
 
 
-def verify_export(directory: Path, kept: list[Path] = (), payments: list[str] = ()) -> Report:  # type: ignore[assignment]
+def verify_export(directory: Path, kept: Sequence[Path] = (), payments: Sequence[str] = ()) -> Report:
     report = Report()
     try:
         key = parse_verifier_key((directory / "key.pub").read_text())
@@ -84,8 +88,8 @@ def verify_export(directory: Path, kept: list[Path] = (), payments: list[str] = 
     return report
 
 
-def verify_live(audit: Any, key: VerifierKey, kept: list[Path] = (),  # type: ignore[assignment]
-                payments: list[str] = ()) -> Report:  # type: ignore[assignment]
+def verify_live(audit: AuditLog, key: VerifierKey, kept: Sequence[Path] = (),
+                payments: Sequence[str] = ()) -> Report:
     """The live store against its log and checkpoints: an export of it made now, verified as an auditor would,
     plus what only the live store shows (logged events gone from the store, events slipped into the logged range).
     """

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.merchant import merchant_id
 from interfaces.cli.context import container
+
+if TYPE_CHECKING:
+    from interfaces.audit.log import AuditLog
 
 
 def _print_history(events: list[dict[str, Any]], as_json: bool) -> None:
@@ -91,7 +94,7 @@ def rebuild(args: argparse.Namespace) -> int:
     return 1 if different else 0
 
 
-def _audit_log() -> Any:
+def _audit_log() -> AuditLog:
     from interfaces.audit.log import AuditLog
     from interfaces.config import load_config
 

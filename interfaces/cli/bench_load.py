@@ -409,7 +409,6 @@ def _merchants(container: Any, count: int) -> list[Merchant]:
             pass
         mid = merchant_id(name)
         found.append(Merchant(f"merchant:{mid}", str(Pubkey.from_bytes(hashlib.sha256(mid.bytes).digest()))))
-    container.refresh_accounts()
     return found
 
 

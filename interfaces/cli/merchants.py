@@ -1,6 +1,6 @@
 """`paywarden merchant|key|capability|domain …`: the account commands, calling the same application commands as
-the console. Listings read the console view (after bringing it up to date); nothing prints a key's secret except
-`key create`, once."""
+the console. Listings read the accounts view (which holds every command's events once it returns); nothing prints a
+key's secret except `key create`, once."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from domain.merchant import KEY_PATTERN, MerchantError, key_prefix
 from domain.networks import DEVNET, KeyEnv
+from projections.key_use import with_last_use
 
 DEFAULT_CONSOLE_URL = "http://127.0.0.1:8404"
 Containers = Callable[[], Any]
@@ -49,13 +50,11 @@ def merchant_create(c: Any, args: argparse.Namespace) -> int:
     print(f"merchant {merchant.name} created ({merchant.id})")
     if args.email:
         _login(c, args.name, args)
-    c.refresh_accounts()
     return 0
 
 
 def merchant_add_login(c: Any, args: argparse.Namespace) -> int:
     _login(c, args.name, args)
-    c.refresh_accounts()
     return 0
 
 
@@ -67,21 +66,19 @@ def merchant_password_link(c: Any, args: argparse.Namespace) -> int:
 
 
 def merchant_list(c: Any, args: argparse.Namespace) -> int:
-    c.refresh_accounts()
     rows = [[m.name, m.created_at, "on" if m.discovery_enabled else "off",
-             str(m.rate_limit_per_minute or "default"), str(m.keys), ", ".join(c.console.list_logins(m.merchant_id))]
-            for m in c.console.list_merchants()]
+             str(m.rate_limit_per_minute or "default"), str(m.keys), ", ".join(c.accounts.list_logins(m.merchant_id))]
+            for m in c.accounts.list_merchants()]
     _table(rows, ["name", "created", "discovery", "rate/min", "active keys", "logins"])
     return 0
 
 
 def _changed(action: Callable[[Any, argparse.Namespace], Any], message: str) -> Command:
-    """A command that changes one fact: the application call, then the refreshed view, then one line saying what
-    changed (`message` formatted with the arguments and the call's `result`)."""
+    """A command that changes one fact: the application call, then one line saying what changed (`message`
+    formatted with the arguments and the call's `result`)."""
 
     def run(c: Any, args: argparse.Namespace) -> int:
         result = action(c.merchants, args)
-        c.refresh_accounts()
         print(message.format(result=result, **vars(args)))
         return 0
     return run
@@ -89,12 +86,11 @@ def _changed(action: Callable[[Any, argparse.Namespace], Any], message: str) -> 
 
 def _listing(query: Callable[[Any], Callable[[str], list[Any]]], header: list[str],
              row: Callable[[Any], list[Any]]) -> Command:
-    """A command that prints one table of a merchant's rows from the console view (brought up to date first)."""
+    """A command that prints one table of a merchant's rows from the accounts view."""
 
     def run(c: Any, args: argparse.Namespace) -> int:
         merchant = c.merchants.get_merchant(args.merchant)
-        c.refresh_accounts()
-        _table([row(r) for r in query(c.console)(str(merchant.id))], header)
+        _table([row(r) for r in query(c)(str(merchant.id))], header)
         return 0
     return run
 
@@ -108,19 +104,19 @@ capability_disable = _changed(lambda m, a: m.disable_capability(a.merchant, a.id
 domain_verify = _changed(lambda m, a: m.verify_domain(a.merchant, a.domain), "domain {domain} verified ({result})")
 domain_remove = _changed(lambda m, a: m.remove_domain(a.merchant, a.domain), "domain {domain} removed")
 
-key_list = _listing(lambda v: v.list_keys, ["prefix", "env", "label", "service", "created", "last used", "revoked"],
+key_list = _listing(lambda c: lambda merchant_id: with_last_use(c.accounts.list_keys(merchant_id), c.key_uses),
+                    ["prefix", "env", "label", "service", "created", "last used", "revoked"],
                     lambda k: [k.prefix, k.env, k.label or "-", k.service or "-", k.created_at,
                                k.last_used_at or "never", k.revoked_at or "-"])
-capability_list = _listing(lambda v: v.list_capabilities, ["id", "network", "scheme", "asset", "enabled"],
+capability_list = _listing(lambda c: c.accounts.list_capabilities, ["id", "network", "scheme", "asset", "enabled"],
                            lambda r: [r.id, r.network, r.scheme, r.asset, r.enabled_at])
-domain_list = _listing(lambda v: v.list_domains, ["domain", "status", "by", "TXT name", "TXT value"],
+domain_list = _listing(lambda c: c.accounts.list_domains, ["domain", "status", "by", "TXT name", "TXT value"],
                        lambda d: [d.domain, d.status, d.method or "-", d.dns_name, d.dns_value])
 
 
 def key_create(c: Any, args: argparse.Namespace) -> int:
     api_key, prefix = c.merchants.create_key(args.merchant, KeyEnv(args.env), label=args.label,
                                              service=args.service)
-    c.refresh_accounts()
     print(api_key)
     print(f"key {prefix}… created for {args.merchant}; it is shown once, store it now", file=sys.stderr)
     return 0
@@ -129,16 +125,14 @@ def key_create(c: Any, args: argparse.Namespace) -> int:
 def key_revoke(c: Any, args: argparse.Namespace) -> int:
     given = args.key.strip()
     prefix = key_prefix(given) if KEY_PATTERN.fullmatch(given) else given
-    c.refresh_accounts()
     merchant = c.accounts.get_merchant_by_prefix(prefix)
     if merchant is None:
         raise MerchantError(f"no key with prefix {prefix}")
-    row = c.console.get_key(str(c.merchants.get_merchant(merchant).id), prefix)
+    row = c.accounts.get_merchant_key(str(c.merchants.get_merchant(merchant).id), prefix)
     if row is not None and row.revoked_at:
         print(f"key {prefix}… of {merchant} was already revoked at {row.revoked_at}")
         return 0
     c.merchants.revoke_key(prefix, merchant)
-    c.refresh_accounts()
     print(f"key {prefix}… of {merchant} revoked")
     return 0
 
@@ -147,14 +141,12 @@ def capability_enable(c: Any, args: argparse.Namespace) -> int:
     enabled = c.merchants.enable_capability(args.merchant, args.network, args.asset)
     for warning in enabled.warnings:
         print(f"paywarden: warning: {warning}", file=sys.stderr)
-    c.refresh_accounts()
     print(f"{args.merchant}: exact on {args.network} enabled (capability {enabled.capability_id})")
     return 0
 
 
 def domain_add(c: Any, args: argparse.Namespace) -> int:
     found = c.merchants.add_domain(args.merchant, args.domain)
-    c.refresh_accounts()
     print(f"domain {found.domain} added (pending). Prove control with either:")
     print(f"  DNS TXT record  {found.dns_name}  \"{found.dns_value}\"")
     print(f"  HTTPS file      {found.http_url}  containing {found.token}")

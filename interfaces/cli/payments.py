@@ -25,7 +25,7 @@ def export(args: argparse.Namespace) -> int:
         raise ConfigError("; ".join(f"--{k}: {' '.join(map(str, v))}" for k, v in messages.items())) from None
     container = context.container()
     try:
-        merchant = container.console.get_merchant_by_name(args.merchant)
+        merchant = container.accounts.get_merchant_by_name(args.merchant)
         if merchant is None:
             raise MerchantError(f"no merchant named {args.merchant}", field="merchant")
         out: Any = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115 - closed below

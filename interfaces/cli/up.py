@@ -316,14 +316,12 @@ def _sandbox_merchant(config: Config) -> str:
             pass
         container.merchants.preverify_sandbox_domain(SANDBOX_MERCHANT)  # docs/console.md
         key_file = config.data_dir / "sandbox-api-key"
-        container.refresh_accounts()
         if key_file.is_file():
             api_key = key_file.read_text().strip()
             record = container.accounts.get_key(key_hash(api_key))
             if record is not None and not record.revoked:
                 return api_key
         api_key, _ = container.merchants.create_key(SANDBOX_MERCHANT, KeyEnv.TEST)
-        container.refresh_accounts()
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(api_key + "\n")

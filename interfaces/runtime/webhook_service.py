@@ -1,12 +1,13 @@
 """What the CLI and the console API both do with webhooks, in one place: the Webhooks application's commands, the
-outbox's commands (test, resend, replay) and its queries, answered in the API's JSON shapes."""
+outbox's commands (test, resend, replay) and its queries, answered in the API's JSON shapes. The endpoints table
+holds every endpoint command's events once the command returns, whichever process issued it
+(projections/read_your_writes.py): the endpoint cap counts every endpoint made so far."""
 
 from __future__ import annotations
 
 import builtins  # `list` below is a method: its annotations name the builtin
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,6 @@ class WebhookCollaborators:
     merchants: MerchantDirectory  # an unknown merchant is refused
     webhooks: Webhooks
     webhooks_view: WebhooksView  # the endpoints table and the outbox
-    refresh_webhooks: Callable[[], object]  # brings the endpoints table up to date
 
 
 class WebhookService:
@@ -34,18 +34,14 @@ class WebhookService:
     def create(self, merchant: str, url: str, events: list[str]) -> dict[str, Any]:
         """The new endpoint with its secret: the only answer that ever carries it."""
         self._c.merchants.get_merchant(merchant)  # MerchantNotFoundError for an unknown merchant
-        self._c.refresh_webhooks()  # the endpoint cap counts every endpoint made so far, by any process
         endpoint, secret = self._c.webhooks.create(merchant, url, events)
-        self._c.refresh_webhooks()
         return {"id": str(endpoint.id), "url": endpoint.url, "events": endpoint.events, "enabled": True,
                 "secret": secret}
 
     def list(self, merchant: str) -> list[dict[str, Any]]:
-        self._c.refresh_webhooks()
         return [e.public() for e in self._c.webhooks_view.list_endpoints(merchant)]
 
     def get(self, merchant: str, endpoint_id: str) -> dict[str, Any]:
-        self._c.refresh_webhooks()
         return self._endpoint(merchant, endpoint_id).public()
 
     def update(self, merchant: str, endpoint_id: str, *, url: str | None = None,
@@ -56,16 +52,13 @@ class WebhookService:
 
     def delete(self, merchant: str, endpoint_id: str) -> None:
         self._c.webhooks.delete(endpoint_id, merchant)
-        self._c.refresh_webhooks()
 
     def rotate(self, merchant: str, endpoint_id: str) -> dict[str, Any]:
         secret = self._c.webhooks.rotate(endpoint_id, merchant)
-        self._c.refresh_webhooks()
         return {"id": endpoint_id, "secret": secret}
 
     def test(self, merchant: str, endpoint_id: str) -> dict[str, Any]:
         """Queue a `webhook.test` message to the endpoint; the worker sends it like any other."""
-        self._c.refresh_webhooks()
         endpoint, now = self._endpoint(merchant, endpoint_id), time.time()
         self._c.webhooks.check_test(self._c.webhooks_view.pending_tests(endpoint.id))
         msg_id, body = ping_message(endpoint, now)
@@ -73,12 +66,10 @@ class WebhookService:
         return {"id": msg_id, "type": "webhook.test", "status": "pending"}
 
     def deliveries(self, merchant: str, endpoint_id: str, limit: int = 50) -> builtins.list[dict[str, Any]]:
-        self._c.refresh_webhooks()
         self._endpoint(merchant, endpoint_id)
         return self._c.webhooks_view.list_deliveries(endpoint_id, limit)
 
     def resend(self, merchant: str, endpoint_id: str, msg_id: str) -> dict[str, Any]:
-        self._c.refresh_webhooks()
         self._endpoint(merchant, endpoint_id)
         if not self._c.webhooks_view.resend(endpoint_id, msg_id, time.time()):
             raise WebhookNotFoundError(f"{endpoint_id} has no delivery {msg_id}")
@@ -86,7 +77,6 @@ class WebhookService:
 
     def replay(self, merchant: str, endpoint_id: str | None, since: float) -> dict[str, Any]:
         """Every failed delivery created since `since`, to one endpoint or all the merchant's, is pending again."""
-        self._c.refresh_webhooks()
         ids = [self._endpoint(merchant, endpoint_id).id] if endpoint_id else [
             e.id for e in self._c.webhooks_view.list_endpoints(merchant)]
         return {"replayed": self._c.webhooks_view.replay_failed(ids, since, time.time())}

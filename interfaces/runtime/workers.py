@@ -26,7 +26,6 @@ from interfaces.container import PAYMENTS_STORE, Container, store_env
 from interfaces.runtime.followup import follow_up_pending
 from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
-from projections.console import ConsoleProjection
 from projections.payment_list import PaymentListProjection
 from projections.payment_volume import PaymentVolumeProjection
 from projections.results import ResultCacheProjection
@@ -44,11 +43,12 @@ class ProjectionSpec:
 
 
 PROJECTIONS: dict[str, ProjectionSpec] = {
+    # Merchants, keys, capabilities, domains and logins: what every request authenticates against, and what the
+    # console and the CLI show.
     "accounts": ProjectionSpec("accounts", lambda c: c.merchants, AccountsProjection, lambda c: c.accounts),
     # Scoped keys: the services and routes they are checked against (follows the ProxyServices log).
     "service_scopes": ProjectionSpec("service_scopes", lambda c: c.proxies, ServiceScopesProjection,
                                      lambda c: c.service_scopes, lambda c: c.service_scopes is not None),
-    "console": ProjectionSpec("console", lambda c: c.merchants, ConsoleProjection, lambda c: c.console),
     # Discovery: Listings follows approved payments and records listings; the catalog follows the listings.
     "listings": ProjectionSpec("listings", lambda c: c.payments, lambda listings: listings, lambda c: c.listings),
     "catalog": ProjectionSpec("catalog", lambda c: c.listings, CatalogProjection, lambda c: c.catalog),

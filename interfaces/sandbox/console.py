@@ -35,8 +35,7 @@ def console_login(config: Config, merchant: str) -> tuple[str, str]:
     secret_file = password_file(config)
     container = build(config)
     try:
-        container.refresh_accounts()
-        login = container.console.get_login(SANDBOX_EMAIL) if container.console else None
+        login = container.accounts.get_login(SANDBOX_EMAIL)
         if login is not None and login.password_hash and secret_file.is_file():
             kept = secret_file.read_text().strip()
             if Argon2Hasher().verify(login.password_hash, kept):
@@ -46,7 +45,6 @@ def console_login(config: Config, merchant: str) -> tuple[str, str]:
             container.merchants.add_login(merchant, SANDBOX_EMAIL, password=password)
         except MerchantConflictError:  # the login exists but its password file is gone or wrong: set a new one
             container.merchants.set_password(SANDBOX_EMAIL, password)
-        container.refresh_accounts()
         fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(password + "\n")

@@ -104,7 +104,6 @@ class ProductionStack:
         api_key, _ = self.container.merchants.create_key(merchant, KeyEnv.TEST)
         if per_minute:
             self.container.merchants.set_rate_limit(merchant, per_minute)
-        self.container.refresh_accounts()
         return api_key
 
 

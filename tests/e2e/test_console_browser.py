@@ -173,7 +173,7 @@ def test_merchant_enables_a_capability_verifies_a_domain_and_turns_discovery_off
     assert "verified" in card.locator(".state").inner_text()
     shot(page, "09-domain-verified")
     merchant_id = str(gateway.container.merchants.get_merchant("acme").id)
-    assert gateway.container.console.list_verified_domains(merchant_id) == ["api.acme-weather.test"]
+    assert gateway.container.accounts.list_verified_domains(merchant_id) == ["api.acme-weather.test"]
 
     # Turn discovery off
     page.get_by_role("link", name="Discovery").click()

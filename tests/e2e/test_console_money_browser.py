@@ -36,7 +36,7 @@ def site(tmp_path, sandbox):
     gateway = make_gateway(tmp_path, sandbox)
     add_owner(gateway.container, "acme", EMAIL)
     container = gateway.container
-    acme_id = container.console.get_merchant_by_name("acme").merchant_id
+    acme_id = container.accounts.get_merchant_by_name("acme").merchant_id
     history = record_history(container.payments, acme_id, str(gateway.pay_to.pubkey()), payments=900)
     catch_up_all(container, ["payment_list", "payment_volume"])
     api_url, api = serve(create_app(api_collaborators(container)))

@@ -142,7 +142,6 @@ def crash_stack(tmp: Path, production: bool) -> Iterator[Stack]:
             container.merchants.register("acme")
             container.merchants.enable_capability("acme", DEVNET.caip2)
             stack.api_key, _ = container.merchants.create_key("acme", KeyEnv.TEST)
-            container.refresh_accounts()
         finally:
             container.close()
         try:

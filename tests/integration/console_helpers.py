@@ -44,13 +44,12 @@ def console_client(container: Any) -> testing.TestClient:
 
 
 def add_owner(container: Any, merchant: str, email: str) -> None:
-    if container.console.get_merchant_by_name(merchant) is None:
+    if container.accounts.get_merchant_by_name(merchant) is None:
         try:
             container.merchants.register(merchant)
         except Exception:
             pass
     container.merchants.add_login(merchant, email, password=PASSWORD)
-    container.refresh_accounts()
 
 
 def two_merchants(tmp_path: Any, sandbox: Any, **options: Any) -> Iterator[Any]:

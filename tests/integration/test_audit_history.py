@@ -101,7 +101,6 @@ def test_get_payment_answers_its_merchant_and_no_one_else(settled):
     gateway.container.merchants.register("other")
     gateway.container.merchants.enable_capability("other", DEVNET.caip2)
     other_key, _ = gateway.container.merchants.create_key("other", KeyEnv.TEST)
-    gateway.container.refresh_accounts()
     stranger = gateway.client.simulate_get(f"/v1/payments/{row.payment_id}",
                                            headers={"Authorization": f"Bearer {other_key}"})
     assert stranger.status_code == 404 and stranger.json["error"] == "not_found"

@@ -20,9 +20,7 @@ def data_dir(tmp_path, monkeypatch):
 
 
 def accounts():
-    container = build(load_config())
-    container.refresh_accounts()
-    return container
+    return build(load_config())
 
 
 def test_a_key_is_printed_once_works_at_once_and_stops_working_when_revoked(data_dir, capsys):
@@ -166,5 +164,5 @@ def test_a_merchant_created_with_an_email_gets_a_password_link_or_reads_the_pass
     monkeypatch.setattr("sys.stdin", io.StringIO("another fine password\n"))
     assert main(["merchant", "create", "beta", "--email", "b@example.com", "--password-stdin"]) == 0
     assert "password?token" not in capsys.readouterr().out
-    login = accounts().console.get_login("b@example.com")
+    login = accounts().accounts.get_login("b@example.com")
     assert login.merchant == "beta" and login.password_hash.startswith("$argon2id$")

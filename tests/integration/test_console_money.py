@@ -49,7 +49,6 @@ def paid(request, tmp_path_factory):
     container.merchants.preverify_sandbox_domain("acme")  # the sandbox merchant: localhost is its
     container.merchants.enable_capability("beta", DEVNET.caip2)
     beta_key, _ = container.merchants.create_key("beta", KeyEnv.TEST)
-    container.refresh_accounts()
     for amount, url in SETTLED:
         assert gateway.post("/settle", with_resource(gateway.body(amount=amount), url)).json["success"]
     assert gateway.post("/verify", with_resource(gateway.body(amount=USDC // 2),
@@ -82,7 +81,7 @@ def html(client: ApiClient, path: str):
 
 
 def merchant_id(gateway, name: str = "acme") -> str:
-    return gateway.container.console.get_merchant_by_name(name).merchant_id
+    return gateway.container.accounts.get_merchant_by_name(name).merchant_id
 
 
 def test_the_read_model_keeps_settled_usdc_and_counts_per_day_hour_and_service(paid):

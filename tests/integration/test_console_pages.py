@@ -37,7 +37,6 @@ def log_in(client, email, password=PASSWORD):
 def test_a_password_link_sets_the_password_once_and_then_the_owner_logs_in(gateway):
     container = gateway.container
     token = container.merchants.add_login("acme", "new@acme.test")
-    container.refresh_accounts()
     client = console_client(container)
     form = client.simulate_get("/password", params={"token": token})
     assert form.status_code == 200 and token in form.text
@@ -86,7 +85,7 @@ def test_pages_need_a_login_and_another_merchants_objects_are_not_found(gateway)
     cookie, csrf = log_in(client, "owner@beta.test")
     refused = post(client, f"/keys/{acme_key}/revoke", {"csrf_token": csrf}, cookie)
     assert refused.status_code == 404
-    assert gateway.container.console.get_key(str(gateway.container.merchants.get_merchant("acme").id),
+    assert gateway.container.accounts.get_merchant_key(str(gateway.container.merchants.get_merchant("acme").id),
                                              acme_key).revoked_at is None
     wrong = post(client, "/login", {"email": "owner@beta.test", "password": "not it at all"})
     unknown = post(client, "/login", {"email": "nobody@beta.test", "password": "not it at all"})
@@ -110,7 +109,7 @@ def test_a_domain_not_yet_published_is_a_409_on_the_domains_page_and_removing_it
     page = client.simulate_get("/domains?done=removed", cookies={"pw_console_session": cookie})
     assert "Domain removed." in page.text and 'data-domain="api.acme.test"' not in page.text
     merchant_id = str(gateway.container.merchants.get_merchant("acme").id)
-    assert gateway.container.console.list_domains(merchant_id) == []
+    assert gateway.container.accounts.list_domains(merchant_id) == []
 
 
 def test_a_form_target_answers_get_with_405_not_a_page_or_a_500(gateway):

@@ -25,7 +25,6 @@ def paying(tmp_path, sandbox, **options):
     add_owner(container, "beta", "owner@beta.test")
     container.merchants.enable_capability("beta", DEVNET.caip2)
     beta_key, _ = container.merchants.create_key("beta", KeyEnv.TEST)
-    container.refresh_accounts()
     assert gateway.post("/settle", gateway.body(amount=USDC // 4)).json["success"]
     assert gateway.post("/verify", gateway.body(amount=USDC // 2)).json["isValid"]
     assert gateway.post("/verify", gateway.body(payTo=str(gateway.payer.pubkey()))).status_code == 400

@@ -30,7 +30,7 @@ def workers(tmp_path, sandbox, postgres_url, redis_url, monkeypatch):
 
 def test_two_console_workers_share_sessions_logouts_throttling_and_data(workers):
     one, two, gateway = workers
-    assert gateway.container.console.__class__.__name__ == "PostgresConsoleView"
+    assert gateway.container.accounts.__class__.__name__ == "PostgresAccountsView"
     on_one = ApiClient(one)
     assert on_one.login("owner@acme.test").status_code == 200
 

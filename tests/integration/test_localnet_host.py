@@ -91,7 +91,6 @@ def test_the_api_worker_calls_its_sandbox_in_process_and_serves_it_on_the_rpc_li
     container.merchants.register("acme")
     container.merchants.enable_capability("acme", DEVNET.caip2)
     api_key, _ = container.merchants.create_key("acme", KeyEnv.TEST)
-    container.refresh_accounts()
     gateway = Gateway(container, client, api_key, wsgi.localnet.sandbox, str(fee_payer.pubkey()), payer=payer)
     wsgi.localnet.sandbox.mint_usdc(str(gateway.pay_to.pubkey()), 0)
     settled = gateway.post("/settle", gateway.body(amount=USDC // 100))

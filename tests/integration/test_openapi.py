@@ -132,7 +132,6 @@ def test_a_payments_documented_answers_conform_to_the_document(tmp_path, sandbox
     # another merchant's payment is unknown to this one; a bad key is 401
     gateway.container.merchants.register("beta")
     other, _ = gateway.container.merchants.create_key("beta", KeyEnv.TEST)
-    gateway.container.refresh_accounts()
     assert answer(confirmed.payment_id, headers={"Authorization": f"Bearer {other}"}).status_code == 404
     assert answer("00000000-0000-0000-0000-000000000000").status_code == 404
     assert answer(confirmed.payment_id, headers={"Authorization": "Bearer pw_test_" + "0" * 40}).status_code == 401
@@ -167,6 +166,5 @@ def test_every_documented_answer_of_a_payment_endpoint_conforms_to_the_document(
         chain.signature_status = lambda signature: SignatureStatus(Confirmation.PENDING)
         assert answer(gateway.body()) == 200  # settlement_pending
     gateway.container.merchants.set_rate_limit("acme", 1)  # a new limit, counted afresh: one more, then 429
-    gateway.container.refresh_accounts()
     assert [answer(gateway.body()) for _ in range(2)][-1] == 429
     gateway.container.close()

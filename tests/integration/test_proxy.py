@@ -54,7 +54,6 @@ class Stack:
     def route(self, path: str, method: str = "GET", **terms: Any) -> Any:
         route = self.proxies.add_route("acme", self.service_id, method=method, path=path, price=PRICE,
                                        pay_to=str(self.gateway.pay_to.pubkey()), **terms)
-        self.gateway.container.refresh_accounts()  # the read models scoped keys and /supported read
         return route
 
     def signature(self, path: str, method: str = "GET") -> str:
@@ -102,7 +101,6 @@ def verify_domains(container: Any, dns: TxtServer, merchant: str, domains: Itera
         wanted = container.merchants.add_domain(merchant, domain)
         dns.publish(wanted.dns_name, wanted.dns_value)
         assert container.merchants.verify_domain(merchant, domain) == "dns"
-    container.refresh_accounts()
 
 
 def build_stack(tmp_path: Any, sandbox: Any, localnet: Any, *, policy: OutboundPolicy | None = None,
@@ -499,7 +497,6 @@ def test_a_domain_no_longer_verified_is_503_and_nothing_is_forwarded_or_charged(
     merchant = merchants.get_merchant("acme")
     merchant.remove_domain("backend.test")
     merchants.save(merchant)
-    stack.gateway.container.refresh_accounts()
     before = stack.balance(stack.gateway.pay_to.pubkey()), stack.balance(stack.gateway.payer.pubkey())
 
     refused = stack.paying_session().get(stack.url("/weather/x"), timeout=30)

@@ -32,7 +32,6 @@ def limited(request, tmp_path, sandbox) -> Gateway:
 
 def key(gateway: Gateway, merchant: str = "acme") -> dict[str, str]:
     api_key, _ = gateway.container.merchants.create_key(merchant, KeyEnv.TEST)
-    gateway.container.refresh_accounts()
     return {"Authorization": f"Bearer {api_key}"}
 
 

@@ -159,6 +159,25 @@ def test_the_way_in_takes_the_redis_lock_first_and_reads_the_cache_only_while_an
         pass
 
 
+def test_a_verify_makes_no_redis_round_trip_and_a_settle_two_its_lock_and_its_release(client):
+    """Issue 32's budget on the Payments side: a verify takes no lock and reads no cache (docs/facilitator.md); a
+    settle takes the lease (SET NX PX) and releases it (one script), and reads the cache only when the lock is held."""
+    from interfaces.adapters.signers import KeypairFeePayers
+    from tests.unit.application.test_payments import CLIENT, FEE_PAYER, FakeChain, FakeChains, FakeClock, payment
+
+    sent: list[str] = []
+    execute = client.execute_command
+    client.execute_command = lambda *args, **options: sent.append(str(args[0])) or execute(*args, **options)
+    payments = Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}, chains=FakeChains(FakeChain()),
+                        fee_payers=KeypairFeePayers([FEE_PAYER]), locks=RedisLocks(client, renew_seconds=3600),
+                        cache=RedisResultCache(client), clock=FakeClock())
+    assert payments.settle(CLIENT, *payment()).success  # loads the release script into Redis once
+    payload, requirements = payment()
+    sent.clear()
+    assert payments.verify(CLIENT, payload, requirements).is_valid and sent == []
+    assert payments.settle(CLIENT, payload, requirements).success and sent == ["SET", "EVALSHA"]
+
+
 def test_the_cache_projection_writes_exactly_what_payments_replays(tmp_path: Path, sandbox, postgres_url, redis_url,
                                                                     client):
     g = make_gateway(tmp_path, sandbox, database_url=postgres_url, redis_url=redis_url)

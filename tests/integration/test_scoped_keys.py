@@ -35,7 +35,6 @@ def weather_service(gateway: Gateway, name: str = "Weather", port: int = 8080) -
 
 def scoped_key(gateway: Gateway, service_ref: str) -> dict[str, str]:
     api_key, _ = gateway.container.merchants.create_key("acme", KeyEnv.TEST, service=service_ref)
-    gateway.container.refresh_accounts()
     return {"Authorization": f"Bearer {api_key}"}
 
 
@@ -116,7 +115,6 @@ def test_a_key_whose_service_is_deleted_is_refused(gateway):
     for route in list(proxies.get_service("acme", str(service.id)).routes):
         proxies.remove_route("acme", str(service.id), route)
     proxies.delete_service("acme", str(service.id))
-    gateway.container.refresh_accounts()
 
     for answer in (gateway.post("/verify", gateway.body(), headers), gateway.post("/settle", gateway.body(), headers),
                    gateway.client.simulate_get("/supported", headers=headers)):
@@ -174,7 +172,6 @@ def test_the_cli_scopes_a_key_by_id_or_slug_and_refuses_an_unknown_service(tmp_p
     api_key = capsys.readouterr().out.strip().splitlines()[-1]
     container = build(load_config())
     try:
-        container.refresh_accounts()
         assert container.accounts.get_key(key_hash(api_key)).service == str(service.id)
     finally:
         container.close()

@@ -159,7 +159,6 @@ def test_one_transaction_settles_one_payment_across_merchants_when_a_broadcast_i
             merchants.register("globex")
             merchants.enable_capability("globex", DEVNET.caip2)
             globex_key, _ = merchants.create_key("globex", KeyEnv.TEST)
-            gateway.container.refresh_accounts()
             body = gateway.body()
             # Merchant A's broadcast is lost on the way (every attempt, retries included, until the network
             # heals): a server fault for A, nothing landed.

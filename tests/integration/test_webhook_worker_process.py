@@ -86,7 +86,6 @@ def test_the_worker_killed_mid_run_and_restarted_delivers_every_event(tmp_path, 
     for d in receiver.deliveries:
         assert by_id.setdefault(d.headers["webhook-id"], d.body) == d.body
     assert {d.payload["data"]["prefix"] for d in receiver.deliveries} == set(prefixes)
-    container.refresh_webhooks()
     statuses = {d["status"] for d in container.webhooks_view.list_deliveries(str(endpoint.id), limit=100)}
     assert statuses == {"delivered"}
     container.close()

@@ -63,7 +63,6 @@ def test_every_fee_payer_is_listed_once_under_its_family(tmp_path, sandbox):
 def test_a_client_with_no_capability_gets_no_kinds_and_no_signers(gateway):
     gateway.container.merchants.register("globex")
     key, _ = gateway.container.merchants.create_key("globex", KeyEnv.TEST)
-    gateway.container.refresh_accounts()
     supported = sdk_facilitator(gateway, key).get_supported()
     assert (supported.kinds, supported.signers) == ([], {})
 

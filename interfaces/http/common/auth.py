@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import falcon
 
@@ -30,6 +30,12 @@ class Unauthorized(Exception):
         self.code, self.message = code, message
 
 
+class KeyUse(Protocol):
+    """Where a key's use is noted for the console's "last used" (interfaces/adapters/key_usage.py)."""
+
+    def touch(self, prefix: str) -> None: ...
+
+
 class KeyLookup(Protocol):
     """Finds an API key's record by its SHA-256 (the accounts view, or its in-process cache)."""
 
@@ -37,7 +43,7 @@ class KeyLookup(Protocol):
 
 
 class Authenticator:
-    def __init__(self, accounts: KeyLookup, *, anonymous: bool, served: Iterable[str], usage: Any = None,
+    def __init__(self, accounts: KeyLookup, *, anonymous: bool, served: Iterable[str], usage: KeyUse | None = None,
                  scopes: ServiceScopesView | None = None) -> None:
         self._accounts, self._anonymous, self._usage, self._scopes = accounts, anonymous, usage, scopes
         self._public = Client(

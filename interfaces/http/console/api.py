@@ -1,6 +1,7 @@
 """The console's JSON API under /api/v1: the logged-in merchant's session, keys, capabilities, domains and
-discovery. Each responder loads its body with a schema, calls one application command, refreshes the views and
-answers from the console view; another merchant's object is a 404 like an unknown one."""
+discovery. Each responder loads its body with a schema, calls one application command and answers from the accounts
+view, which holds the command's events once it returns (projections/read_your_writes.py); another merchant's object
+is a 404 like an unknown one."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from interfaces.http.common.ratelimit import client_ip
 from interfaces.http.console.collaborators import Collaborators, Resource, mount
 from interfaces.http.console.security import NotLoggedIn
 from interfaces.http.console.sessions import Session, cookie_name
-from projections.console import CapabilityRow, DomainRow, KeyRow
+from projections.account_rows import CapabilityRow, DomainRow, KeyRow
+from projections.key_use import with_last_use
 
 
 class BadCredentials(Exception):
@@ -88,7 +90,7 @@ class Login:
     def __call__(self, req: falcon.Request, resp: falcon.Response, email: str, password: str) -> Session:
         email, ip = normalize_email(email), client_ip(req, self._c.trusted_proxies)
         self._c.throttle.check(email, ip)
-        login = self._c.console.get_login(email)
+        login = self._c.accounts.get_login(email)
         if not self._c.verify_password(login.password_hash if login else None, password) or login is None:
             self._c.throttle.failed(email, ip)
             raise BadCredentials()
@@ -144,7 +146,7 @@ class MeResource(Resource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         s = session_of(req)
-        merchant = self._c.console.get_merchant(s.merchant_id)
+        merchant = self._c.accounts.get_merchant(s.merchant_id)
         resp.media = {"email": s.email, "merchant": s.merchant, "merchantId": s.merchant_id,
                       "discoveryEnabled": bool(merchant and merchant.discovery_enabled), "csrfToken": s.csrf}
 
@@ -153,16 +155,16 @@ class KeysResource(Resource):
     route = "/api/v1/keys"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"keys": [key_json(k) for k in self._c.console.list_keys(session_of(req).merchant_id)]}
+        keys = with_last_use(self._c.accounts.list_keys(session_of(req).merchant_id), self._c.key_uses)
+        resp.media = {"keys": [key_json(k) for k in keys]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         s, command = session_of(req), body(req, KeySchema())
         api_key, prefix = self._c.merchants.create_key(s.merchant, KeyEnv(command["env"]), label=command["label"],
                                                        service=command["service"])
-        self._c.refresh()
-        row = self._c.console.get_key(s.merchant_id, prefix)
-        if row is None:  # refresh() applied the key's events: a missing row is a broken view, not a refusal
-            raise RuntimeError(f"key {prefix} is missing from the console view after its refresh")
+        row = self._c.accounts.get_merchant_key(s.merchant_id, prefix)
+        if row is None:  # the command returned once the view held its events: a missing row is a broken view
+            raise RuntimeError(f"key {prefix} is missing from the accounts view after its command")
         resp.status, resp.media = falcon.HTTP_201, {"key": api_key, **key_json(row)}
 
 
@@ -171,10 +173,9 @@ class KeyResource(Resource):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
         s = session_of(req)
-        if self._c.console.get_key(s.merchant_id, prefix) is None:  # another merchant's key: unknown
+        if self._c.accounts.get_merchant_key(s.merchant_id, prefix) is None:  # another merchant's key: unknown
             raise UnknownObjectError(f"no key {prefix}", field="prefix")
         self._c.merchants.revoke_key(prefix, s.merchant)
-        self._c.refresh()
         resp.status = falcon.HTTP_204
 
 
@@ -182,15 +183,14 @@ class CapabilitiesResource(Resource):
     route = "/api/v1/capabilities"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rows = self._c.console.list_capabilities(session_of(req).merchant_id)
+        rows = self._c.accounts.list_capabilities(session_of(req).merchant_id)
         resp.media = {"capabilities": [capability_json(r) for r in rows]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         s, command = session_of(req), body(req, CapabilitySchema())
         enabled = self._c.merchants.enable_capability(s.merchant, command["network"], command["asset"],
                                                       command["scheme"])
-        self._c.refresh()
-        row = next(r for r in self._c.console.list_capabilities(s.merchant_id) if r.id == enabled.capability_id)
+        row = next(r for r in self._c.accounts.list_capabilities(s.merchant_id) if r.id == enabled.capability_id)
         resp.status, resp.media = falcon.HTTP_201, {**capability_json(row), "warnings": enabled.warnings}
 
 
@@ -200,7 +200,6 @@ class CapabilityResource(Resource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
         s = session_of(req)
         self._c.merchants.disable_capability(s.merchant, cap_id)
-        self._c.refresh()
         resp.status = falcon.HTTP_204
 
 
@@ -208,12 +207,11 @@ class DomainsResource(Resource):
     route = "/api/v1/domains"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"domains": [domain_json(d) for d in self._c.console.list_domains(session_of(req).merchant_id)]}
+        resp.media = {"domains": [domain_json(d) for d in self._c.accounts.list_domains(session_of(req).merchant_id)]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         s, command = session_of(req), body(req, DomainSchema())
         found = self._c.merchants.add_domain(s.merchant, command["domain"])
-        self._c.refresh()
         resp.status = falcon.HTTP_201
         resp.media = {"domain": found.domain, "status": "pending", "dns": {"name": found.dns_name,
                       "value": found.dns_value}, "http": {"url": found.http_url, "body": found.token}}
@@ -224,7 +222,6 @@ class DomainVerifyResource(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
         method = self._c.merchants.verify_domain(session_of(req).merchant, domain)
-        self._c.refresh()
         resp.media = {"status": "verified", "method": method}
 
 
@@ -233,7 +230,6 @@ class DomainResource(Resource):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
         self._c.merchants.remove_domain(session_of(req).merchant, domain)
-        self._c.refresh()
         resp.status = falcon.HTTP_204
 
 
@@ -241,13 +237,12 @@ class DiscoveryResource(Resource):
     route = "/api/v1/discovery"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        merchant = self._c.console.get_merchant(session_of(req).merchant_id)
+        merchant = self._c.accounts.get_merchant(session_of(req).merchant_id)
         resp.media = {"enabled": bool(merchant and merchant.discovery_enabled)}
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response) -> None:
         s, command = session_of(req), body(req, DiscoverySchema())
         self._c.merchants.set_discovery(s.merchant, command["enabled"])
-        self._c.refresh()
         self.on_get(req, resp)
 
 
@@ -265,7 +260,6 @@ def delist(c: Collaborators, merchant_id: str, listing: str) -> None:
     if c.listings is None:
         raise UnknownObjectError(f"no listing {listing}", field="id")
     c.listings.delist(listing_uuid, f"merchant:{merchant_id}")
-    c.refresh_catalog()
 
 
 class ListingsResource(Resource):

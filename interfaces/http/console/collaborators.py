@@ -16,21 +16,21 @@ from interfaces.http.console.security import LoginThrottle
 from interfaces.http.console.sessions import Sessions
 from interfaces.runtime.probes import Probes
 from interfaces.runtime.webhook_service import WebhookService
-from projections.catalog import CatalogProjection, CatalogView
-from projections.console import ConsoleView
+from projections.accounts import AccountsView
+from projections.catalog import CatalogView
+from projections.key_use import KeyUseView
 from projections.payment_list import PaymentListView
 from projections.payment_volume import PaymentVolumeView
-from projections.runner import catch_up
 
 
 @dataclass
 class Collaborators:
     merchants: Merchants
-    console: ConsoleView
+    accounts: AccountsView  # merchants, logins, keys, capabilities, domains (projections/accounts.py)
+    key_uses: KeyUseView  # the keys' last use
     sessions: Sessions
     throttle: LoginThrottle
     verify_password: Callable[[str | None, str], bool]
-    refresh: Callable[[], object]  # brings the console and accounts views up to date after a command
     proxies: ProxyServices  # the services and routes API (services.py) and pages (service_pages.py)
     webhooks: WebhookService  # the webhook pages and API
     payment_list: PaymentListView  # the overview, the payments pages and API
@@ -45,10 +45,6 @@ class Collaborators:
     fee_payers: Callable[[], list[dict[str, str]]] = lambda: []  # the overview's fee payer health
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
     payment_volume: PaymentVolumeView | None = None  # the overview's chart, payments' services
-
-    def refresh_catalog(self) -> None:
-        if self.listings is not None and self.catalog is not None:
-            catch_up(self.listings, CatalogProjection(self.catalog))
 
 
 class Resource:

@@ -1,4 +1,4 @@
-"""The console's pages: Jinja2 templates rendered from the console view; each form posts to the same application
+"""The console's pages: Jinja2 templates rendered from the read models; each form posts to the same application
 command the JSON API calls, and a refused form is shown again with the error beside its field. No JavaScript
 needed (console.js only adds a copy button)."""
 
@@ -22,6 +22,7 @@ from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.security import Throttled
 from projections.catalog import search_resources
 from projections.catalog_search import Key, fingerprint, query_problem
+from projections.key_use import with_last_use
 
 STATIC = Path(__file__).parent / "static"
 SEARCH_PAGE = 20  # results per page of the Discovery page's catalog search
@@ -179,7 +180,6 @@ class PasswordPage(Page):
             if refused.field == "token":
                 errors = {"token": str(refused)}
             return self.render(req, resp, status, token=form.get("token", ""), errors=errors, problem=problem)
-        self._c.refresh()
         self._c.sessions.end_all(email)  # a new password ends every session of the login
         self.render(req, resp, done=True)
 
@@ -216,7 +216,7 @@ class OverviewPage(Page):
             "settled_today": charts[0].columns[-1].settled if charts else None,
             "payments": (last := view.get_page(merchant_id=merchant_id, limit=10).items if view is not None else None),
             "services": volume.get_services([p.payment_id for p in last]) if volume is not None and last else {},
-            "active_keys": sum(1 for k in self._c.console.list_keys(merchant_id) if not k.revoked_at),
+            "active_keys": sum(1 for k in self._c.accounts.list_keys(merchant_id) if not k.revoked_at),
             "fee_payers": self._c.fee_payers(), "charts": charts,
         }
 
@@ -226,7 +226,8 @@ class KeysPage(Page):
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         services = self._c.proxies.list_services(req.context.session.merchant)
-        return {"keys": self._c.console.list_keys(req.context.session.merchant_id),
+        keys = self._c.accounts.list_keys(req.context.session.merchant_id)
+        return {"keys": with_last_use(keys, self._c.key_uses),
                 "services": [{"id": str(x.id), "name": x.name, "slug": x.slug} for x in services],
                 "service_names": {str(x.id): f"{x.name} ({x.slug})" for x in services}}
 
@@ -240,7 +241,6 @@ class KeysPage(Page):
                                                       service=form.get("service", ""))
         except MerchantError as failure:
             return self.refused(req, resp, failure, form)
-        self._c.refresh()
         self.render(req, resp, falcon.HTTP_201, new_key=api_key, **self.context(req))
 
 
@@ -249,10 +249,9 @@ class KeyRevokePage(PostOnly, Page):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
         s = req.context.session
-        if self._c.console.get_key(s.merchant_id, prefix) is None:
+        if self._c.accounts.get_merchant_key(s.merchant_id, prefix) is None:
             raise UnknownObjectError(f"no key {prefix}", field="prefix")
         self._c.merchants.revoke_key(prefix, s.merchant)
-        self._c.refresh()
         raise falcon.HTTPSeeOther("/keys?done=revoked")
 
 
@@ -263,7 +262,7 @@ class CapabilitiesPage(Page):
         served = self._c.merchants.settings.served_networks
         networks = [{"caip2": n.caip2, "name": n.name, "served": n.caip2 in served} for n in NETWORKS.values()]
         networks.sort(key=lambda n: (not n["served"], n["name"]))
-        return {"capabilities": self._c.console.list_capabilities(req.context.session.merchant_id),
+        return {"capabilities": self._c.accounts.list_capabilities(req.context.session.merchant_id),
                 "networks": networks}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -274,7 +273,6 @@ class CapabilitiesPage(Page):
                                                           form.get("scheme", "exact"))
         except MerchantError as failure:
             return self.refused(req, resp, failure, form)
-        self._c.refresh()
         notice = "Capability enabled." + "".join(f" Warning: {w}." for w in enabled.warnings)
         self.render(req, resp, falcon.HTTP_201, notice=notice, **self.context(req))
 
@@ -284,7 +282,6 @@ class CapabilityDisablePage(PostOnly, Page):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
         self._c.merchants.disable_capability(req.context.session.merchant, cap_id)
-        self._c.refresh()
         raise falcon.HTTPSeeOther("/capabilities?done=disabled")
 
 
@@ -292,7 +289,7 @@ class DomainsPage(Page):
     route, template, title, active = "/domains", "domains.html", "Domains", "/domains"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        return {"domains": self._c.console.list_domains(req.context.session.merchant_id)}
+        return {"domains": self._c.accounts.list_domains(req.context.session.merchant_id)}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
@@ -300,7 +297,6 @@ class DomainsPage(Page):
             self._c.merchants.add_domain(req.context.session.merchant, form.get("domain", ""))
         except MerchantError as failure:
             return self.refused(req, resp, failure, form)
-        self._c.refresh()
         raise falcon.HTTPSeeOther("/domains?done=added")
 
 
@@ -320,7 +316,6 @@ class DomainActionPage(PostOnly, DomainsPage):
         except MerchantConflictError as failure:
             problem = f"{domain} is not verified yet: {failure}" if action == "verify" else str(failure)
             return self.render(req, resp, falcon.HTTP_409, problem=problem, **self.context(req))
-        self._c.refresh()
         if action == "remove":
             raise falcon.HTTPSeeOther("/domains?done=removed")
         self.render(req, resp, notice=f"{domain} is verified.", **self.context(req))
@@ -331,7 +326,7 @@ class DiscoveryPage(Page):
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         merchant_id = req.context.session.merchant_id
-        merchant = self._c.console.get_merchant(merchant_id)
+        merchant = self._c.accounts.get_merchant(merchant_id)
         return {"enabled": bool(merchant and merchant.discovery_enabled),
                 "listings": own_listings(self._c, merchant_id), **self._search(req)}
 
@@ -356,7 +351,6 @@ class DiscoveryPage(Page):
         if enabled not in ("true", "false"):
             raise MerchantError("enabled must be true or false", field="enabled")
         self._c.merchants.set_discovery(req.context.session.merchant, enabled == "true")
-        self._c.refresh()
         raise falcon.HTTPSeeOther("/discovery?done=discovery")
 
 

@@ -58,7 +58,7 @@ class ServicesPage(_ServicePage):
         merchant = self.merchant(req)
         services = [service_json(s, self._c.proxy_url) for s in self._proxies.list_services(merchant)]
         # The sandbox merchant's `localhost` is among them (pre-verified by `up`): no other merchant's is.
-        domains = list(self._c.console.list_verified_domains(req.context.session.merchant_id))
+        domains = list(self._c.accounts.list_verified_domains(req.context.session.merchant_id))
         return {"services": services, "domains": domains, "sandbox": self._proxies.sandbox}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -75,7 +75,7 @@ class Sessions:
     """Create, read and end sessions in a `SessionStore`.
 
     `key`: the server's secret for CSRF tokens; `password_hash_of(email)`: the login's current password hash
-    (the console read model), checked on every request."""
+    (the accounts read model), checked on every request."""
 
     def __init__(self, store: SessionStore, key: bytes, *, seconds: int = SESSION_SECONDS,
                  password_hash_of: Callable[[str], str | None] | None = None) -> None:

@@ -9,8 +9,10 @@ import falcon
 
 from application.outcomes import SettleOutcome
 from application.payments import Payments
+from domain.clients import Client
 from domain.codes import Code
 from domain.networks import SCHEME_EXACT, X402_VERSION
+from domain.proxy_service import Route
 from domain.x402 import PaymentPayload, Requirements
 from interfaces.adapters.signers import KeypairFeePayers
 from interfaces.http.common.body import read_json
@@ -22,6 +24,7 @@ from interfaces.http.facilitator.schemas import (
     settle_answer,
     verify_answer,
 )
+from projections.service_scopes import ServiceScopesView
 
 REPLAYED = "Idempotent-Replayed"
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -91,7 +94,8 @@ class SupportedResource:
 
     authenticate, rate_limit = True, "key"
 
-    def __init__(self, served: list[str], fee_payers: KeypairFeePayers, scopes: Any = None) -> None:
+    def __init__(self, served: list[str], fee_payers: KeypairFeePayers,
+                 scopes: ServiceScopesView | None = None) -> None:
         self._served, self._fee_payers, self._query = served, fee_payers, SupportedQuerySchema()
         self._scopes = scopes
 
@@ -118,7 +122,7 @@ class SupportedResource:
             "signers": _signers_by_family(networks, self._fee_payers),
         }
 
-    def _routes(self, client: Any, slug: str, path: str | None) -> list[Any] | None:
+    def _routes(self, client: Client, slug: str, path: str | None) -> list[Route] | None:
         """The routes of the caller's service `slug` matching `path` (the service scopes read model)."""
         found = self._scopes.get_scope_by_slug(slug.lower()) if self._scopes is not None else None
         if found is None or found[0] != client.merchant:

@@ -3,7 +3,7 @@
 The console's rules (docs/console.md) are checked when a service is created; this re-checks them on every
 proxied request, so a domain the operator blocks later (`PAYWARDEN_BLOCKED_DOMAINS`, or the service's own
 domains) or one the merchant no longer holds verified stops being proxied at once: 503 with the reason, nothing
-forwarded, nothing charged. The verified domains come from the console read model (no replay on the hot path);
+forwarded, nothing charged. The verified domains come from the accounts read model (no replay on the hot path);
 a domain missing there is confirmed against the Merchant aggregate before refusing, as the read model may lag
 a verification by a moment.
 """

@@ -487,6 +487,25 @@ def test_two_verifies_racing_on_a_new_payment_record_it_once_and_answer_alike(pa
     assert history(payments, payload, requirements) == ["Received", "Approved"]
 
 
+def test_a_settle_that_a_verify_of_the_new_payment_beats_to_the_store_settles_from_its_record_once(payments, chain):
+    """A verify takes no lock: it may record a new payment while a settle of it holds the lock and simulates. The
+    settle's save then conflicts before anything is sent; it reads the verify's record and settles from it."""
+    payload, requirements = payment()
+    simulate, verified = chain.simulate, []
+
+    def racing(transaction: bytes, **flags: object) -> Simulation:
+        if not verified:  # the settle's simulation: a verify of the same payment runs to its end meanwhile
+            verified.append(None)
+            verified.append(payments.verify(CLIENT, payload, requirements))
+        return simulate(transaction, **flags)
+
+    chain.simulate = racing
+    outcome = payments.settle(CLIENT, payload, requirements)
+    assert verified[1].is_valid and not verified[1].replayed  # the verify recorded the payment first
+    assert outcome.success and len(chain.sent) == 1
+    assert history(payments, payload, requirements) == ["Received", "Approved", "SettlementSubmitted", "Confirmed"]
+
+
 def _payment_and_claim(key: str) -> tuple[Payment, Claim]:
     aggregate = Payment(idempotency_key=key, client_id=CLIENT.id, network=DEVNET.caip2, asset=DEVNET.usdc_mint,
                         amount=1_000, pay_to=str(PAY_TO), terms_digest="d" * 64, client_signature="s",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from domain.networks import DEVNET
-from domain.scopes import ScopedRoute, ServiceScope, resource_paths
+from domain.proxy_service import Route
+from domain.scopes import ServiceScope, resource_paths
 from domain.x402 import PaymentPayload, Requirements
 
 PAY_TO = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
-WEATHER = ScopedRoute("GET", "/weather/*", 10_000, DEVNET.caip2, DEVNET.usdc_mint, PAY_TO)
-ORDERS = ScopedRoute("POST", "/orders", 50_000, DEVNET.caip2, DEVNET.usdc_mint, PAY_TO)
+WEATHER = Route("r1", "GET", "/weather/*", 10_000, DEVNET.caip2, DEVNET.usdc_mint, PAY_TO)
+ORDERS = Route("r2", "POST", "/orders", 50_000, DEVNET.caip2, DEVNET.usdc_mint, PAY_TO)
 SCOPE = ServiceScope("id", "weather", "v1", (WEATHER, ORDERS))
 
 
