@@ -74,7 +74,7 @@ DERIVED_VIEWS = ("payment_list", "payment_volume", "merchant_activity", "result_
 # (~80 MB) instead of SQLite's 1,000: the projection worker copies the WAL back every 20 ms
 # (interfaces/adapters/sqlite.py, BackgroundCheckpoints), so the API's own checkpoints find little to copy, and
 # fewer of them means fewer fsyncs on the worker's hub queued behind the read models' writes (docs/performance.md,
-# "sixth pass").
+# "Cost with history").
 PAYMENTS_WAL_AUTOCHECKPOINT = 20_000
 
 

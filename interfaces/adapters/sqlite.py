@@ -337,7 +337,7 @@ class BackgroundCheckpoints:
     committing connection: in the API worker, on the gevent hub, every request of the worker waiting. What a
     checkpoint costs grows with the history: the payments' `(originator_id, originator_version)` index is keyed by
     random UUIDs, so on a store of a million events the pages a thousand WAL frames hold are a thousand pages
-    scattered over the file, each written and synced (docs/performance.md, "Item 3"). Here a thread of every
+    scattered over the file, each written and synced (docs/performance.md, "Cost with history"). Here a thread of every
     projection worker runs a PASSIVE checkpoint every `interval` seconds on a connection of its own: PASSIVE blocks
     neither writers nor readers (it copies the frames no reader still needs, then syncs the file), so the pages are
     written and synced out of every request's way. The writer's automatic checkpoint stays, every 20,000 pages on

@@ -75,6 +75,8 @@ class Report:
     seconds: float
     latencies_ms: list[float] = field(default_factory=list)
     answers: Counter = field(default_factory=Counter)
+    # answers each client got: a server that passes some connections over shows a wide spread long before its p50
+    per_client: list[int] = field(default_factory=list)
 
     @property
     def throughput(self) -> float:
@@ -95,6 +97,7 @@ class Report:
                 "seconds": round(self.seconds, 3), "throughput": round(self.throughput, 1),
                 "p50_ms": round(self.percentile(50), 2), "p95_ms": round(self.percentile(95), 2),
                 "p99_ms": round(self.percentile(99), 2), "max_ms": round(max(self.latencies_ms, default=0), 2),
+                "per_client_min": min(self.per_client, default=0), "per_client_max": max(self.per_client, default=0),
                 "answers": dict(self.answers.most_common())}
 
     def text(self) -> str:
@@ -103,6 +106,7 @@ class Report:
             f"{d['op']}: {d['requests']} requests, {d['concurrency']} clients, {d['seconds']} s",
             f"throughput  {d['throughput']} requests/s",
             f"latency     p50 {d['p50_ms']} ms   p95 {d['p95_ms']} ms   p99 {d['p99_ms']} ms   max {d['max_ms']} ms",
+            f"per client  {d['per_client_min']} to {d['per_client_max']} answers",
             "answers",
         ]
         for answer, count in d["answers"].items():
@@ -265,6 +269,7 @@ def drive(bodies: Sequence[bytes], *, base_url: str, api_key: str, op: str, conc
         with lock:
             report.latencies_ms.extend(latencies)
             report.answers.update(answers)
+            report.per_client.append(len(latencies))
 
     with bar:
         return run_clients(client, concurrency, report)

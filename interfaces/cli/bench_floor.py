@@ -11,7 +11,7 @@ verifies per second one core could serve even if everything else cost nothing.
 Beside it, the reference's own verify is timed in the same process without HTTP (`x402Facilitator.verify` on the
 parsed payload, as its FastAPI handler calls it): what the reference spends outside its server. The ceiling and
 `bench-reference`'s figures together say whether a throughput target is within reach of one process on this
-machine (docs/performance.md, "seventh pass").
+machine (docs/performance.md, "The floor").
 """
 
 from __future__ import annotations

@@ -223,6 +223,7 @@ def _stack(args: argparse.Namespace) -> Iterator[dict[str, str]]:
     with psycopg.connect(args.postgres_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{database}"')
     try:
+        args.database = database
         yield {"PAYWARDEN_DATABASE_URL": urlunsplit(server._replace(path="/" + database)),
                "PAYWARDEN_REDIS_URL": args.redis_url}
     finally:
@@ -306,10 +307,50 @@ def cpu_delta(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, 
     return spent
 
 
+class StoreTrips:
+    """What a run asked of PostgreSQL and Redis, per request: the transactions committed or rolled back on the
+    run's own database (`pg_stat_database`: every process of the stack, the followers' reads included), the Redis
+    scripts run (each one round trip) and the Redis commands by name (`INFO commandstats`: the whole server's, so
+    exact only when nothing else uses it, e.g. a `redis-server` of the run's own; Redis counts the commands a script
+    runs among them, so only the scripts and the commands no script runs are round trips).
+
+    PostgreSQL publishes a backend's counts when it goes idle, at most once a second and otherwise ten seconds
+    later: a snapshot waits `settle_seconds` so the run's last transactions are in it."""
+
+    def __init__(self, postgres_url: str, database: str, redis_url: str, settle_seconds: float = 11.0) -> None:
+        self.postgres_url, self.database, self.redis_url = postgres_url, database, redis_url
+        self.settle_seconds = settle_seconds
+
+    def snapshot(self) -> dict[str, int]:
+        import psycopg
+        import redis
+
+        time.sleep(self.settle_seconds)
+        with psycopg.connect(self.postgres_url, autocommit=True) as conn:
+            row = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
+                               (self.database,)).fetchone()
+        counts = {"PostgreSQL transactions": int(row[0]) if row else 0}
+        stats = redis.Redis.from_url(self.redis_url).info("commandstats")
+        for name, figures in stats.items():
+            command = name.removeprefix("cmdstat_")
+            if command not in ("info", "config|get"):  # the snapshot's own
+                counts[f"Redis {command}"] = int(figures["calls"])
+        return counts
+
+    def per_request(self, before: dict[str, int], requests: int) -> dict[str, float]:
+        after = self.snapshot()
+        spent = {name: (count - before.get(name, 0)) / requests for name, count in after.items()}
+        scripts = sum(rate for name, rate in spent.items() if name in ("Redis eval", "Redis evalsha", "Redis fcall"))
+        ordered = sorted(spent.items(), key=lambda kv: -kv[1])
+        return {"Redis scripts": round(scripts, 2),
+                **{name: round(rate, 2) for name, rate in ordered if rate >= 0.01}}
+
+
 def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args: argparse.Namespace,
-             root: int) -> dict:
+             root: int, trips: StoreTrips | None = None) -> dict:
     load = os.getloadavg()[0]
     cpu_before = tree_cpu(root)
+    stores_before = trips.snapshot() if trips else {}
     driving = time.process_time()  # this process is the load: its CPU shares the machine with the side measured
     report = drive(bodies, base_url=base_url, api_key=api_key, op=args.op, concurrency=args.concurrency,
                    timeout=60, label=label)
@@ -320,12 +361,18 @@ def _one_run(label: str, bodies: list[bytes], base_url: str, api_key: str, args:
     figures = {"side": label, "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2),
                **report.as_dict(), "cpu_ms_per_request": per_request,
                "cpu_ms_per_request_total": round(sum(per_request.values()), 3), "load_cpu_ms_per_request": load_ms}
+    if trips:
+        figures["store_trips_per_request"] = trips.per_request(stores_before, len(bodies))
     print(f"{label:>10}: {figures['throughput']:>7} /s   p50 {figures['p50_ms']} ms   p99 {figures['p99_ms']} ms"
+          f"   {figures['per_client_min']}-{figures['per_client_max']} per client"
           f"   load {figures['load_1min_before']} → {figures['load_1min_after']}   {figures['answers']}",
           flush=True)
     print(f"{'':>10}  CPU per {args.op}: {figures['cpu_ms_per_request_total']} ms = "
           + ", ".join(f"{name} {ms}" for name, ms in per_request.items() if ms >= 0.005)
           + f"; the load generator (this process) {load_ms}", flush=True)
+    if trips:
+        print(f"{'':>10}  per {args.op}: " + ", ".join(
+            f"{name} {count}" for name, count in figures["store_trips_per_request"].items()), flush=True)
     return figures
 
 
@@ -364,6 +411,8 @@ def run(args: argparse.Namespace) -> int:
                 return sign_payments(pw_payer, count, fee_payer=kind["extra"]["feePayer"], network=kind["network"],
                                      pay_to=pay_to, amount=1000, blockhash=blockhash)
 
+            trips = (StoreTrips(args.postgres_url, args.database, args.redis_url) if args.stack == "postgres"
+                     else None)
             store = "PostgreSQL + Redis" if args.stack == "postgres" else "the embedded store"
             print(f"{args.op}, {args.concurrency} clients, {args.requests} payments per run (each signed before "
                   f"its run), Paywarden with {args.workers} worker(s) on {store}", flush=True)
@@ -377,7 +426,7 @@ def run(args: argparse.Namespace) -> int:
                 runs.append(_one_run("reference", reference_bodies(args.requests), ref_url, "-", args,
                                      children[0].pid))
                 runs.append(_one_run("paywarden", paywarden_bodies(args.requests), base_url, api_key, args,
-                                     children[1].pid))
+                                     children[1].pid, trips))
         finally:
             for child in reversed(children):
                 _stop(child)

@@ -13,6 +13,7 @@ from interfaces.runtime.observability import (
     metrics_dir,
     prepare_metrics_dir,
 )
+from interfaces.runtime.turns import take_turns
 
 api_bind = os.environ.get("PAYWARDEN_BIND", "127.0.0.1:8402")
 # `serve --console-bind`: the console's listener too; `up`: the localnet's (interfaces/http/facilitator/wsgi.py
@@ -35,6 +36,9 @@ logconfig_dict = logging_config(loglevel)
 logger_class = LOGGER_CLASS  # gunicorn's access line only when gunicorn.access would write it (access_log.py)
 # Prometheus multiprocess mode: each worker writes its metrics in this directory, and /metrics sums them.
 os.environ.setdefault(MULTIPROC_ENV, str(metrics_dir(default_data_dir(), api_bind)))
+
+
+post_request = take_turns  # each keep-alive connection its turn: yield to the hub after every answer (turns.py)
 
 
 def on_starting(server):

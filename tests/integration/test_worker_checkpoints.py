@@ -1,6 +1,7 @@
 """The projection worker checkpoints the embedded payments store's WAL (interfaces/adapters/sqlite.py,
 `BackgroundCheckpoints`): verifies the API recorded reach the main database file with no checkpoint of the API's
-own, so the API worker's automatic checkpoints find almost nothing left to copy (docs/performance.md, item 3)."""
+own, so the API worker's automatic checkpoints find almost nothing left to copy (docs/performance.md, "Cost with
+history")."""
 
 from __future__ import annotations
 

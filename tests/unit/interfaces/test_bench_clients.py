@@ -7,7 +7,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from interfaces.cli.bench import Report, run_clients
+from interfaces.cli.bench import Report, drive, run_clients
 from interfaces.cli.bench_history import _queries
 
 
@@ -52,3 +52,34 @@ def test_the_discovery_queries_count_every_answer_by_status():
         server.shutdown()
     assert dict(report.answers) == {"200": 7, "404": 3}
     assert len(report.latencies_ms) == 10 and report.seconds > 0
+
+
+class _Verifier(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b'{"isValid": true}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_drive_counts_the_answers_each_client_got():
+    """What shows a server passing connections over: the spread of answers per client, beside the percentiles."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Verifier)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        report = drive([b"{}"] * 30, base_url=f"http://127.0.0.1:{server.server_port}", api_key="k", op="verify",
+                       concurrency=3, timeout=5, progress=False)
+    finally:
+        server.shutdown()
+    assert report.answers == {"200 valid": 30}
+    assert len(report.per_client) == 3 and sum(report.per_client) == 30
+    figures = report.as_dict()
+    assert figures["per_client_min"] == min(report.per_client) and figures["per_client_max"] == max(report.per_client)
+    assert f"per client  {figures['per_client_min']} to {figures['per_client_max']} answers" in report.text()
