@@ -425,6 +425,24 @@ def data_segments_sent(sock) -> int:
     return struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256), 156)[0]
 
 
+# Linux sends what a corked socket holds once it has been corked 200 ms: a writer descheduled that long between the
+# headers and the body (a loaded machine) sends two segments, corked or not. A request is counted only when it was
+# written within that ceiling; a slower one is sent again (at most 20 times), so the count is the transport's.
+CORK_CEILING = 0.2
+
+
+def segments_of_a_timely_request(sock_of, send) -> int:
+    import time
+
+    for _ in range(20):
+        sock = sock_of()
+        before, started = data_segments_sent(sock), time.monotonic()
+        send()
+        if time.monotonic() - started < CORK_CEILING:
+            return data_segments_sent(sock) - before
+    raise AssertionError("no request was written within the cork's 200 ms in 20 tries")
+
+
 def test_a_json_rpc_request_goes_out_in_one_segment_with_its_headers(net):
     """http.client writes the headers and the body apart (two segments, two wake-ups of the node); the hot path's
     transport corks the socket while it writes them (keepalive.py), and the node answers it as before."""
@@ -436,10 +454,13 @@ def test_a_json_rpc_request_goes_out_in_one_segment_with_its_headers(net):
     rpc_client = keepalive.KeepAliveJsonRpc(net.url)
     assert rpc_client.call(GetLatestBlockhash(), GetLatestBlockhashResp).value.last_valid_block_height > 0
     [conn] = rpc_client._idle
-    before = data_segments_sent(conn.sock)
-    answer = rpc_client.call(GetLatestBlockhash(), GetLatestBlockhashResp)
-    assert answer.value.last_valid_block_height > 0 and rpc_client._idle == [conn]
-    assert data_segments_sent(conn.sock) - before == 1
+    answers = []
+
+    def send() -> None:
+        answers.append(rpc_client.call(GetLatestBlockhash(), GetLatestBlockhashResp))
+
+    assert segments_of_a_timely_request(lambda: conn.sock, send) == 1
+    assert answers[-1].value.last_valid_block_height > 0 and rpc_client._idle == [conn]
     assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0  # left corked, it would hold the next
     rpc_client.close()
 
@@ -454,11 +475,15 @@ def test_over_tls_the_request_also_goes_out_in_one_segment():
     try:
         conn = http.client.HTTPSConnection("127.0.0.1", backend.port, timeout=5, context=backend.client_context())
         conn.connect()
-        before = data_segments_sent(conn.sock)
-        keepalive._corked_request(conn, "/rpc", b'{"jsonrpc":"2.0"}', {"Content-Type": "application/json"})
-        echoed = json.loads(conn.getresponse().read())
-        assert data_segments_sent(conn.sock) - before == 1  # the headers' and the body's TLS records together
-        assert echoed["body"] == '{"jsonrpc":"2.0"}' and echoed["path"] == "/rpc"
+        echoed = []
+
+        def send() -> None:
+            keepalive._corked_request(conn, "/rpc", b'{"jsonrpc":"2.0"}', {"Content-Type": "application/json"})
+            echoed.append(json.loads(conn.getresponse().read()))
+
+        # the headers' and the body's TLS records together
+        assert segments_of_a_timely_request(lambda: conn.sock, send) == 1
+        assert echoed[-1]["body"] == '{"jsonrpc":"2.0"}' and echoed[-1]["path"] == "/rpc"
         conn.close()
     finally:
         backend.close()
