@@ -29,6 +29,7 @@ from application.ports import (
     DiscoverySettings,
     NoReceivedPayments,
     ReceivedPayments,
+    RecentEvents,
     Resolver,
     ResolvesNothing,
 )
@@ -59,6 +60,21 @@ class StoredPayments:
     def get_received(self, payment_id: UUID) -> Payment.Received | None:
         first = next(iter(self._events.get(payment_id, limit=1)), None)
         return first if isinstance(first, Payment.Received) else None
+
+
+class BatchFirst:
+    """The projection worker's `ReceivedPayments`: a payment's Received from the batch of the Payments log being
+    applied when it is there (a verify's Received and Approved are usually read together), decoded once for every
+    read model; else from `stored`. The same stored event either way."""
+
+    def __init__(self, batch: RecentEvents, stored: ReceivedPayments) -> None:
+        self._batch, self._stored = batch, stored
+
+    def get_received(self, payment_id: UUID) -> Payment.Received | None:
+        recent = self._batch.get(payment_id, 1)
+        if isinstance(recent, Payment.Received):
+            return recent
+        return self._stored.get_received(payment_id)
 
 
 @dataclass(frozen=True)
@@ -104,8 +120,7 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
                  production: bool = False) -> None:
         """`Listings(env)` alone (as eventsourcing's runners build it) reads its log and lists nothing new."""
         super().__init__(env)
-        # Public: the projection worker puts the batch of the Payments log it is applying in front of it.
-        self.payments: ReceivedPayments = payments or NoReceivedPayments()
+        self._payments: ReceivedPayments = payments or NoReceivedPayments()
         self._discovery: DiscoverySettings = discovery or DiscoveryOff()
         self._resolver: Resolver = resolver or ResolvesNothing()
         self._production = production
@@ -126,7 +141,7 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
 
     @policy.register
     def _(self, approved: Payment.Approved, processing_event: ProcessingEvent[UUID]) -> None:
-        received = self.payments.get_received(approved.originator_id)
+        received = self._payments.get_received(approved.originator_id)
         if received is None or "bazaar" not in (received.extensions or {}):
             return
         _, listing = self._decide(VerifiedPayment.of(received, approved))

@@ -139,6 +139,13 @@ class ReceivedPayments(Protocol):
     def get_received(self, payment_id: UUID) -> Payment.Received | None: ...
 
 
+class RecentEvents(Protocol):
+    """The events of the batch of a log being applied (projections/runner.py, `BatchEvents`)."""
+
+    def get(self, originator_id: UUID, version: int) -> Any | None:
+        """The event `originator_id` recorded at `version` if the batch holds it, else None."""
+
+
 # -- what an application built from its environment alone gets ----------------------------------------------------
 # eventsourcing's runners build an application as `App(env)` (`ProjectionRunner`, `System`): to follow its log a
 # projection needs its recorder only. These defaults make that possible and refuse, safely, anything more: no

@@ -13,7 +13,7 @@ from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 from redis import Redis
 
-from application.listings import Listings, StoredPayments
+from application.listings import BatchFirst, Listings, StoredPayments
 from application.merchants import DomainUsage, MerchantRecords, Merchants, MerchantSettings
 from application.payment_store import Settings
 from application.payments import Payments
@@ -55,6 +55,7 @@ from projections.payment_list import PaymentListView, SqlitePaymentListView
 from projections.payment_volume import PaymentVolumeView, SqlitePaymentVolumeView
 from projections.read_your_writes import ReadYourWrites
 from projections.results import SqliteResultCacheView, SqlResultCacheView
+from projections.runner import BatchEvents
 from projections.service_scopes import ServiceScopesProjection, ServiceScopesView, SqliteServiceScopesView
 from projections.sql import SqlView
 from projections.webhook_outbox import WebhookEndpointsProjection
@@ -181,6 +182,7 @@ class Container:
     chains: Chains
     fee_payers: KeypairFeePayers
     listings: Listings  # discovery: follows approved payments, records listings
+    payments_batch: BatchEvents  # the batch of the Payments log a projection worker applies; Listings reads it first
     catalog: CatalogView  # discovery: the catalog read model, fed by the listings
     discovery_cache: QueryCache
     webhooks: Webhooks  # merchants' webhook endpoints
@@ -258,8 +260,12 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
     accounts = build_view(config, "accounts", SqliteAccountsView)
     if redis is not None:
         accounts.on_change = ChangePublisher(redis)
-    listings = Listings(store_env(config, "listings"), payments=StoredPayments(payments), discovery=accounts,
-                        resolver=resolver or GetaddrinfoResolver(), production=config.discovery_public_only)
+    # The projection worker's Payments follower fills `payments_batch` as it applies a batch
+    # (interfaces/runtime/workers.py); Listings reads a payment's Received there first, else from the store.
+    payments_batch = BatchEvents()
+    listings = Listings(store_env(config, "listings"), payments=BatchFirst(payments_batch, StoredPayments(payments)),
+                        discovery=accounts, resolver=resolver or GetaddrinfoResolver(),
+                        production=config.discovery_public_only)
     catalog = build_view(config, "catalog", SqliteCatalogView)
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
@@ -267,9 +273,9 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
     key_uses = build_view(config, KEY_USE_STORE, SqliteKeyUseView)
 
     container = Container(
-        config, payments, merchants, accounts, chains, fee_payers, listings=listings, catalog=catalog,
-        discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view, proxies=proxies,
-        merchant_records=merchant_records, payment_list=payment_list, key_uses=key_uses,
+        config, payments, merchants, accounts, chains, fee_payers, listings=listings, payments_batch=payments_batch,
+        catalog=catalog, discovery_cache=discovery_cache, webhooks=webhooks, webhooks_view=webhooks_view,
+        proxies=proxies, merchant_records=merchant_records, payment_list=payment_list, key_uses=key_uses,
         key_usage=KeyUsage(key_uses), service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView),
         sandbox=sandbox, redis=redis, result_cache=result_cache,
         payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView))

@@ -183,24 +183,39 @@ class _Member:
         return notification.id > self.position and (not self.topics or notification.topic in self.topics)
 
 
+class BatchEvents:
+    """The events of the batch a `Follower`'s group is applying, during its round, else none: for a projection
+    that reads an earlier event of the same log. The follower is given it, and so is that projection (through
+    the port it reads with), each when it is built."""
+
+    def __init__(self) -> None:
+        self._events: dict[tuple[Any, int], _Once] = {}
+
+    def get(self, originator_id: Any, version: int) -> Any | None:
+        """The event `originator_id` recorded at `version` if the batch holds it (decoded once for everyone)."""
+        event = self._events.get((originator_id, version))
+        return event() if event is not None else None
+
+    def hold(self, notifications: Sequence[Notification], events: Sequence[_Once]) -> None:
+        self._events = {(n.originator_id, n.originator_version): e for n, e in zip(notifications, events, strict=True)}
+
+    def clear(self) -> None:
+        self._events = {}
+
+
 class Follower:
     """One reader of `app`'s log for `projections` (see the module's doc). `step` is one round: the group's read
-    and every share of it, then one batch for each projection catching up alone."""
+    and every share of it, then one batch for each projection catching up alone. `batch` holds the group's batch
+    during its round."""
 
-    def __init__(self, app: Application, projections: Sequence[AnyProjection], *, poll_seconds: float = 0.2,
-                 max_backoff_seconds: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, app: Application, projections: Sequence[AnyProjection], *, batch: BatchEvents | None = None,
+                 poll_seconds: float = 0.2, max_backoff_seconds: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.app, self._clock = app, clock
         self._poll, self._max_backoff = poll_seconds, max_backoff_seconds
-        self.projections = list(projections)
         self.members = [_Member(p, frozenset(p.topics)) for p in projections]
-        self._recent: dict[tuple[Any, int], Callable[[], Any]] = {}  # the group's batch, during its round
+        self._batch = batch or BatchEvents()
         self._overtaken = self._strict = False
-
-    def recent(self, originator_id: Any, version: int) -> Any | None:
-        """During a round, the event `originator_id` recorded at `version` if the group's batch holds it (decoded
-        once for everyone), else None: for a projection that reads an earlier event of the same log."""
-        event = self._recent.get((originator_id, version))
-        return event() if event is not None else None
 
     def step(self) -> tuple[int, bool]:
         """(how many notifications were applied, whether more may be waiting: a full batch was read, or another
@@ -238,7 +253,7 @@ class Follower:
         if not notifications:
             return 0, False, None
         events = [_Once(self.app, n) for n in notifications]  # each decoded when first asked, then kept
-        self._recent = {(n.originator_id, n.originator_version): e for n, e in zip(notifications, events, strict=True)}
+        self._batch.hold(notifications, events)
         done, read_to = 0, notifications[-1].id
         try:
             for member in group:
@@ -253,7 +268,7 @@ class Follower:
                 member.position = read_to if applied == len(share) else share[applied - 1][0] if applied else \
                     member.position
         finally:
-            self._recent = {}
+            self._batch.clear()
         return done, len(notifications) == BATCH, read_to
 
     def _solo_step(self, member: _Member, read_to: int | None) -> tuple[int, bool]:

@@ -14,11 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
-from application.listings import Listings
-from application.ports import ReceivedPayments
-from domain.payment import Payment
 from interfaces.adapters.postgres import is_postgres
 from interfaces.adapters.redis import RedisResultCacheView
 from interfaces.adapters.sqlite import BackgroundCheckpoints
@@ -107,32 +103,14 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
 
 
 def followers(container: Container, names: Sequence[str] = ()) -> list[Follower]:
-    """One `Follower` per application whose log the selected read models follow."""
+    """One `Follower` per application whose log the selected read models follow. The Payments one holds its batch
+    in `container.payments_batch`, where Listings reads a payment's Received first (`BatchFirst`)."""
     by_app: dict[int, tuple[Any, list[Any]]] = {}
     for spec in _selected(names, container):
         app = spec.application(container)
         by_app.setdefault(id(app), (app, []))[1].append(spec.projection(spec.view(container)))
-    found = [Follower(app, projections) for app, projections in by_app.values()]
-    for follower in found:
-        for projection in follower.projections:
-            if isinstance(projection, Listings) and not isinstance(projection.payments, BatchFirst):
-                projection.payments = BatchFirst(follower, projection.payments)
-    return found
-
-
-class BatchFirst:
-    """The discovery follower's `ReceivedPayments`: a payment's Received from the batch of the Payments log being
-    applied when it is there (a verify's Received and Approved are usually read together), decoded once for every
-    read model; else from the event store, as before. The same stored event either way."""
-
-    def __init__(self, follower: Follower, stored: ReceivedPayments) -> None:
-        self._follower, self._stored = follower, stored
-
-    def get_received(self, payment_id: UUID) -> Payment.Received | None:
-        recent = self._follower.recent(payment_id, 1)
-        if isinstance(recent, Payment.Received):
-            return recent
-        return self._stored.get_received(payment_id)
+    return [Follower(app, projections, batch=container.payments_batch if app is container.payments else None)
+            for app, projections in by_app.values()]
 
 
 def _selected(names: Sequence[str], container: Container) -> list[ProjectionSpec]:

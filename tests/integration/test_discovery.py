@@ -334,6 +334,24 @@ def test_no_authentication_is_needed_and_a_bad_key_is_not_even_read(discovery):
     assert result.status_code == 200
 
 
+@STORES
+def test_the_worker_reads_a_payments_received_from_the_batch_it_applies_not_the_store(discovery, monkeypatch):
+    from interfaces.runtime.workers import followers
+
+    container = discovery.gateway.container
+    # payment_list follows every payment event: the group's batch holds the Received beside the Approved.
+    [follower] = followers(container, ["listings", "payment_list"])
+    follower.catch_up()  # level with the log: both join the group, which reads the next payment once
+    assert discovery.pay().json["isValid"] is True
+    stored, get = [], container.payments.repository.event_store.get
+    monkeypatch.setattr(container.payments.repository.event_store, "get",
+                        lambda originator_id, **kw: (stored.append(originator_id), get(originator_id, **kw))[1])
+    assert follower.catch_up() > 0
+    assert stored == []  # the Received came from the batch
+    assert [type(e).__name__ for e in discovery.listings.repository.event_store.get(listing_id(URL, "GET"))] == \
+        ["Registered"]
+
+
 # -- exactly once, across crashes --------------------------------------------------------------------------------
 
 
@@ -387,12 +405,12 @@ def listing_events(discovery: Discovery) -> list[str]:
 
 @STORES
 def test_followers_killed_midway_and_restarted_apply_every_event_exactly_once(discovery, tmp_path):
-    from application.listings import Listings
+    from application.listings import Listings, StoredPayments
 
     busy_history(discovery)
     container = discovery.gateway.container
     # The listings follower dies in its 6th payment; a new one (a restarted worker) resumes from its tracking.
-    doomed = Listings(container.listings.env, payments=CrashingPayments(container.listings.payments, 5),
+    doomed = Listings(container.listings.env, payments=CrashingPayments(StoredPayments(container.payments), 5),
                       discovery=container.accounts, resolver=FakeResolver())
     with pytest.raises(Crash):
         catch_up(container.payments, doomed)
