@@ -15,7 +15,7 @@ from application.errors import DuplicateRequestError, rule_details
 from application.outcomes import SettleOutcome, repeated_settle, settle_outcome
 from application.payment_checks import PaymentRequest
 from application.payment_store import Context
-from application.ports import SubmissionError
+from application.ports import Confirmation, SubmissionError
 from application.reconciling import await_confirmation, fail, reconcile
 from application.verifying import bound, evaluate, receive, recorded_under_another_key
 from domain.claims import Claim, ClaimKind
@@ -79,7 +79,10 @@ def _broadcast(ctx: Context, payment: Payment, request: PaymentRequest) -> Settl
     try:
         request.chain.send(signed)
     except SubmissionError as refused:
-        return fail(ctx, payment, request, str(Code.SUBMISSION_FAILED), str(refused))
+        # A refusal fails the payment only if the chain has not got this very transaction: "already processed"
+        # means another copy of these bytes landed first, and its outcome is the chain's, not this refusal's.
+        if request.chain.signature_status(signature).confirmation is Confirmation.UNKNOWN:
+            return fail(ctx, payment, request, str(Code.SUBMISSION_FAILED), str(refused))
     return await_confirmation(ctx, payment, request)
 
 

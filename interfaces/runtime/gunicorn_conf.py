@@ -61,6 +61,8 @@ def worker_exit(server, worker):
     to flush but the log."""
     wsgi = sys.modules.get("interfaces.http.facilitator.wsgi")
     if wsgi is not None:
+        if wsgi.follower is not None:  # the pending settlements' follower stops before the stores close
+            wsgi.follower.set()
         wsgi.container.close()
     if getattr(worker, "paywarden_quick_stop", False):
         logging.shutdown()

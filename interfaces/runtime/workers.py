@@ -19,7 +19,7 @@ from interfaces.adapters.postgres import is_postgres
 from interfaces.adapters.redis import RedisResultCacheView
 from interfaces.adapters.sqlite import BackgroundCheckpoints
 from interfaces.container import PAYMENTS_STORE, Container, store_env
-from interfaces.runtime.followup import follow_up_pending
+from interfaces.runtime.followup import follow_up_pending, runs_in_the_api_worker
 from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
 from projections.payment_list import PaymentListProjection
@@ -84,8 +84,9 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
 
         threads.append(threading.Thread(target=follow_audit_log, args=(container.config, stop), name="audit-log",
                                         daemon=True))
+    if not names and not runs_in_the_api_worker(container):
         # Settlements answered `settlement_pending` are carried on to CONFIRMED or FAILED
-        # (interfaces/runtime/followup.py).
+        # (interfaces/runtime/followup.py); with in-process locks, by the API worker instead.
         threads.append(threading.Thread(target=follow_up_pending, args=(container, stop), name="settlement-followup",
                                         daemon=True))
     if not is_postgres(container.config.database_url):

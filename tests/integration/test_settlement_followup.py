@@ -5,14 +5,18 @@ whose broadcast never landed fails once its blockhash has expired; the identical
 from __future__ import annotations
 
 import threading
+import time
+from functools import partial
 
 from application.ports import Confirmation, SignatureStatus
 from domain.codes import Code
 from domain.networks import DEVNET
 from domain.payment import PaymentState
+from interfaces.container import build
+from interfaces.runtime import workers
 from interfaces.runtime.followup import follow_up_once, follow_up_pending
 from interfaces.runtime.workers import catch_up_all
-from tests.conftest import USDC, Gateway, payment_key
+from tests.conftest import STORES, USDC, Gateway, payment_key
 from tests.faults import wait_until
 
 AMOUNT = USDC // 100
@@ -93,3 +97,47 @@ def test_the_follower_reconciles_what_a_crash_left_pending_as_soon_as_it_starts(
         follower.join(10)
     assert not follower.is_alive()
     assert gateway.post("/settle", body).json["success"] is True
+
+
+@STORES
+def test_a_settle_in_progress_in_the_api_worker_is_never_followed_up_by_the_projection_worker(gateway, sandbox,
+                                                                                              monkeypatch):
+    """The projection worker is another process: with in-process locks (the embedded store) a lock it takes does not
+    exclude the API worker's settle. Here the API's settle stalls between recording its broadcast and sending it (a
+    starved worker, its fsync queued behind the disk) while the projection worker runs beside it: the payment must
+    be the settle's alone, answered success, never re-sent first by the follower (which made the settle's own send
+    `AlreadyProcessed`, recorded FAILED and answered `submission_failed` for a transfer that landed)."""
+    monkeypatch.setattr(workers, "follow_up_pending", partial(follow_up_pending, interval=0.2))
+    worker = build(gateway.container.config, sandbox=sandbox)  # the projection worker's own container
+    chain = gateway.container.chains.by_network[DEVNET.caip2]
+    body, real_send = gateway.body(), chain.send
+    key, sent_by_another = payment_key(gateway.container, gateway.api_key, body), []
+
+    def stalled_send(transaction: bytes) -> str:
+        signature = gateway.container.payments.get_payment(key).signature
+        stop = threading.Event()
+        running = threading.Thread(target=workers.run, args=(worker, (), stop), daemon=True)
+        running.start()
+        try:
+            wait_until(lambda: any(row.idempotency_key == key for row in
+                                   worker.payment_list.get_page(state="SUBMITTED", limit=10).items),
+                       timeout=10, what="the projection worker seeing the broadcast")
+            deadline = time.monotonic() + 1.0  # five of its follow-up passes, unless one sends it first
+            while time.monotonic() < deadline and sandbox.transaction(signature) is None:
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            running.join(10)
+        sent_by_another.append(sandbox.transaction(signature) is not None)
+        return real_send(transaction)
+
+    chain.send = stalled_send
+    try:
+        settled = gateway.post("/settle", body)
+    finally:
+        chain.send = real_send
+        worker.close()
+    assert sent_by_another == [False]  # the payment was the settle's alone
+    assert (settled.status_code, settled.json["success"]) == (200, True), settled.json
+    assert state(gateway, body) is PaymentState.CONFIRMED
+    assert gateway.sandbox.token_balance(str(gateway.pay_to.pubkey())) == AMOUNT

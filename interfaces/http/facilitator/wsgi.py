@@ -4,7 +4,8 @@ With `PAYWARDEN_CONSOLE_BIND` (`paywarden serve --console-bind`), gunicorn also 
 arrive on that listener go to the merchant console (interfaces/http/console/), sharing the worker's container.
 With `PAYWARDEN_LOCALNET_BIND` (`paywarden up`, one worker), the worker hosts the sandbox chain
 (interfaces/sandbox/localnet_host.py): its own chain calls are in-process, and the localnet's JSON-RPC is served on
-that listener for everyone else."""
+that listener for everyone else. With in-process locks (no Redis) the worker also follows up pending settlements
+(interfaces/runtime/followup.py, `runs_in_the_api_worker`): only here does a settle's lock exclude the follower."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from interfaces.config import load_config
 from interfaces.container import build
 from interfaces.http.console.app import by_listener
 from interfaces.http.facilitator.app import create_app
+from interfaces.runtime.followup import runs_in_the_api_worker, start_follower
 from interfaces.runtime.probes import Probes
 from interfaces.wiring import api_collaborators, console_collaborators, probe_targets
 
@@ -28,6 +30,7 @@ if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
     container = build(dataclasses.replace(load_config(), devnet_rpc_url=""), sandbox=localnet.sandbox)
 else:
     container = build(load_config())
+follower = start_follower(container) if runs_in_the_api_worker(container) else None
 probes = Probes(probe_targets(container))  # the API's /readyz and /metrics, and the console's overview
 application: WSGIApplication = create_app(api_collaborators(container, probes=probes))
 if os.environ.get("PAYWARDEN_CONSOLE_BIND"):

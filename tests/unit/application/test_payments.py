@@ -355,7 +355,7 @@ def test_every_refusal_says_what_is_wrong(payments, chain):
     wrong_amount = Requirements(SCHEME_EXACT, DEVNET.caip2, 999, DEVNET.usdc_mint, str(PAY_TO))
     outcome = payments.verify(CLIENT, payload, wrong_amount)
     assert outcome.invalid_reason == Code.AUTHORIZATION_VALUE and "999" in outcome.invalid_message
-    chain.refuse = "Blockhash not found"
+    chain.refuse, chain.statuses = "Blockhash not found", [SignatureStatus(Confirmation.UNKNOWN)]
     failed = payments.settle(CLIENT, *payment())
     assert failed.error_reason == Code.SUBMISSION_FAILED and "Blockhash not found" in failed.error_message
 
@@ -391,13 +391,25 @@ def test_a_pending_settlement_whose_blockhash_expired_unseen_fails_without_resen
 
 
 def test_a_refused_broadcast_is_submission_failed_and_terminal(payments, chain):
-    chain.refuse = "Blockhash not found"
+    chain.refuse, chain.statuses = "Blockhash not found", [SignatureStatus(Confirmation.UNKNOWN)]
     payload, requirements = payment()
     outcome = payments.settle(CLIENT, payload, requirements)
     assert outcome.error_reason == Code.SUBMISSION_FAILED
     assert history(payments, payload, requirements) == ["Received", "Approved", "SettlementSubmitted", "Failed"]
     chain.refuse = None
     assert payments.settle(CLIENT, payload, requirements).replayed
+
+
+def test_a_broadcast_refused_as_already_processed_is_the_chains_outcome_not_a_failure(payments, chain):
+    """Another sender's copy of the same bytes landed first (a follow-up that did not see this settle's lock): the
+    transfer happened, so the settle awaits it and answers success, never `submission_failed`."""
+    chain.refuse = "Transaction simulation failed: This transaction has already been processed"
+    chain.statuses = [SignatureStatus(Confirmation.CONFIRMED)]
+    payload, requirements = payment()
+    outcome = payments.settle(CLIENT, payload, requirements)
+    assert outcome.success and outcome.transaction
+    assert history(payments, payload, requirements)[-2:] == ["SettlementSubmitted", "Confirmed"]
+    assert payments.settle(CLIENT, payload, requirements).error_reason == Code.DUPLICATE_SETTLEMENT
 
 
 def test_failed_simulation_is_rejected_with_the_last_five_log_lines(payments, chain):
