@@ -62,11 +62,15 @@ class TcpProxy:
             listener.close()
         with self._lock:
             for s in self._open:
+                # shutdown first: a pump blocked in recv() on the socket holds it open through close() (Linux
+                # closes a socket only when no call uses it), so a connection waiting for an answer was left
+                # established and its client waited forever; shutdown wakes the pump, and close then resets.
                 try:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    s.close()
+                    s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                s.close()
             self._open.clear()
 
     def _accept(self, listener: socket.socket) -> None:
