@@ -8,20 +8,11 @@ import pytest
 
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from tests.integration.console_helpers import ApiClient, console_client, two_merchants
-from tests.webhook_receiver import start_receiver
 
 
 @pytest.fixture
 def gateway(tmp_path, sandbox):
     yield from two_merchants(tmp_path, sandbox)
-
-
-@pytest.fixture
-def receiver(tmp_path):
-    receiver, server = start_receiver(tmp_path)
-    yield receiver
-    server.shutdown()
-    server.server_close()
 
 
 def logged_in(gateway, email: str) -> ApiClient:

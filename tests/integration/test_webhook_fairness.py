@@ -14,7 +14,6 @@ from domain.webhook import WebhookError
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker, load_settings
 from interfaces.wiring import webhook_service
 from tests.conftest import make_gateway
-from tests.webhook_receiver import start_receiver
 
 SLOW_SECONDS = 3.0
 
@@ -50,14 +49,6 @@ def slow_receiver():
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/hook", got
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def receiver(tmp_path):
-    receiver, server = start_receiver(tmp_path)
-    yield receiver
     server.shutdown()
     server.server_close()
 

@@ -16,7 +16,6 @@ from domain.networks import KeyEnv
 from domain.webhook import message_id
 from interfaces.config import Config
 from interfaces.container import build
-from tests.webhook_receiver import start_receiver
 
 EVENTS = 30
 
@@ -24,14 +23,6 @@ EVENTS = 30
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest) -> str:
     return "" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-
-
-@pytest.fixture
-def receiver(tmp_path):
-    receiver, server = start_receiver(tmp_path)
-    yield receiver
-    server.shutdown()
-    server.server_close()
 
 
 def start_worker(env: dict[str, str], log) -> subprocess.Popen:

@@ -27,7 +27,6 @@ from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from projections.runner import catch_up
 from projections.webhook_outbox import PaymentWebhooksProjection
 from tests.conftest import Gateway, make_gateway
-from tests.webhook_receiver import start_receiver
 
 FAST = (0.0, 0.2, 0.2, 0.2, 0.2)
 
@@ -35,14 +34,6 @@ FAST = (0.0, 0.2, 0.2, 0.2, 0.2)
 @pytest.fixture(params=["sqlite", "postgres"])
 def stores(request: pytest.FixtureRequest) -> dict[str, str]:
     return {} if request.param == "sqlite" else {"database_url": request.getfixturevalue("postgres_url")}
-
-
-@pytest.fixture
-def receiver(tmp_path):
-    receiver, server = start_receiver(tmp_path)
-    yield receiver
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from interfaces.container import build
 from interfaces.http.facilitator.app import create_app
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker
 from interfaces.wiring import api_collaborators
-from tests.webhook_receiver import start_receiver
 
 
 @pytest.fixture
@@ -24,14 +23,6 @@ def data_dir(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path))
     return tmp_path
-
-
-@pytest.fixture
-def receiver(tmp_path):
-    receiver, server = start_receiver(tmp_path)
-    yield receiver
-    server.shutdown()
-    server.server_close()
 
 
 def cli(capsys, *argv: str) -> object:
