@@ -33,7 +33,7 @@ from application.ports import (
     Resolver,
     ResolvesNothing,
 )
-from domain.clients import ANONYMOUS_ID
+from domain.clients import ANONYMOUS_ID, merchant_of
 from domain.discovery import (
     DiscoveryInvalidError,
     ListingDetails,
@@ -48,7 +48,6 @@ from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS, SCHEME_EXACT
 from domain.payment import Payment
 
 log = logging.getLogger("paywarden.discovery")
-MERCHANT_PREFIX = "merchant:"
 
 
 class StoredPayments:
@@ -204,9 +203,8 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
         return resource.url, details
 
     def _discovery_enabled(self, client_id: str) -> bool:
-        if not client_id.startswith(MERCHANT_PREFIX):
-            return True
-        return self._discovery.get_discovery_enabled(client_id.removeprefix(MERCHANT_PREFIX))
+        merchant = merchant_of(client_id)
+        return merchant is None or self._discovery.get_discovery_enabled(merchant)
 
     def _skip(self, payment: VerifiedPayment, reason: str, message: str) -> tuple[None, None]:
         self.counts[f"skipped:{reason}"] += 1

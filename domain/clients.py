@@ -8,6 +8,18 @@ from domain.networks import KeyEnv
 from domain.scopes import ServiceScope
 
 ANONYMOUS_ID = "anonymous"
+MERCHANT_PREFIX = "merchant:"  # a merchant's client id: the prefix, then the merchant's id
+
+
+def merchant_client_id(merchant_id: object) -> str:
+    """The client id payments of merchant `merchant_id` are recorded under (an API key's, or its proxy's)."""
+    return f"{MERCHANT_PREFIX}{merchant_id}"
+
+
+def merchant_of(client_id: object) -> str | None:
+    """The merchant id in a client id; None for the anonymous identity."""
+    text = str(client_id)
+    return text.removeprefix(MERCHANT_PREFIX) if text.startswith(MERCHANT_PREFIX) else None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from eventsourcing.projection import Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
 
+from domain.clients import merchant_of
 from domain.payment import Payment
 from projections.sql import Batch, SqlView, values
 
@@ -270,9 +271,7 @@ INSERT_EVENT = "INSERT INTO payment_list_events VALUES (?, ?, ?, ?, ?)"
 
 
 def _received_row(e: Any, key: str, moment: str) -> tuple[Any, ...]:
-    client_id = str(e.client_id)
-    merchant = client_id.removeprefix("merchant:") if client_id.startswith("merchant:") else None
-    return (key, client_id, merchant, e.idempotency_key, getattr(e, "client_signature", ""),
+    return (key, str(e.client_id), merchant_of(e.client_id), e.idempotency_key, getattr(e, "client_signature", ""),
             getattr(e, "message_hash", None), "RECEIVED", None, str(e.amount), e.asset, e.network, e.pay_to, None,
             None, None, moment, moment, None)
 

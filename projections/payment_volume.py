@@ -27,6 +27,7 @@ from eventsourcing.projection import Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
 
+from domain.clients import merchant_of
 from domain.money import is_usdc
 from domain.payment import Payment
 from projections.payment_list import EVENTS, timestamp
@@ -109,11 +110,11 @@ class PaymentVolumeProjection(Projection[PaymentVolumeView]):
 
     @process_event.register
     def _(self, e: Payment.Received, tracking: Tracking) -> None:
-        client_id = str(e.client_id)
+        merchant = merchant_of(e.client_id)
         with self.view.tracked(tracking) as c:
-            if client_id.startswith("merchant:"):
+            if merchant is not None:
                 service, resource = service_of(e.resource)
-                c.execute(INSERT_PAYMENT, (str(e.originator_id), client_id.removeprefix("merchant:"), service,
+                c.execute(INSERT_PAYMENT, (str(e.originator_id), merchant, service,
                                            resource, int(e.amount), int(is_usdc(e.network, e.asset))))
 
     @process_event.register

@@ -26,6 +26,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 
+from domain.clients import merchant_of
 from domain.listing import DiscoveryListing
 from domain.merchant import Merchant, merchant_id
 from domain.payment import Payment
@@ -35,7 +36,6 @@ from projections.runner import Later
 from projections.sql import Batch
 from projections.webhooks import CANCELLED, PENDING, WebhooksView
 
-MERCHANT_PREFIX = "merchant:"
 MAX_PAYLOAD = 20 * 1024
 MAX_TEXT = 1024  # a free-text field (a rejection message, a URL) is cut to this many characters
 
@@ -186,10 +186,6 @@ def _write_subjects(batch: Batch) -> None:
                       [(json.dumps(data), merchant, s) for s, (merchant, data, new) in pending.items() if not new])
 
 
-def _merchant_of(client_id: str) -> str | None:
-    return client_id.removeprefix(MERCHANT_PREFIX) if client_id.startswith(MERCHANT_PREFIX) else None
-
-
 class PaymentWebhooksProjection(_Outbox):
     name = "webhook_payments"
     topics = tuple(get_topic(cls) for cls in (
@@ -204,7 +200,7 @@ class PaymentWebhooksProjection(_Outbox):
 
     @process_event.register
     def _(self, e: Payment.Received, tracking: Tracking) -> None:
-        merchant = _merchant_of(e.client_id)
+        merchant = merchant_of(e.client_id)
         with self.view.tracked(tracking) as c:
             if merchant is not None:  # an anonymous payment has nobody to tell
                 resource = e.resource if isinstance(e.resource, dict) else {}
@@ -261,7 +257,7 @@ class ListingWebhooksProjection(_Outbox):
         data = {"id": str(e.originator_id), "resource": e.resource, "method": e.method,
                 "type": str((e.details or {}).get("type") or "http"), "lastUpdated": iso(e.verified_at)}
         with self.view.tracked(tracking) as c:
-            merchant = _merchant_of(e.owner)
+            merchant = merchant_of(e.owner)
             self._keep(c, str(e.originator_id), merchant or "", data, new=True)
             if merchant is not None:
                 self._enqueue(c, e, merchant, "listing.registered", data)
@@ -273,7 +269,7 @@ class ListingWebhooksProjection(_Outbox):
             subject = self._subject(c, str(e.originator_id))
             if subject is None:
                 return
-            merchant = _merchant_of(e.owner)
+            merchant = merchant_of(e.owner)
             data = {**subject[1], "type": str((e.details or {}).get("type") or subject[1]["type"]),
                     "lastUpdated": iso(e.verified_at)}
             self._keep(c, str(e.originator_id), merchant or "", data)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from domain import merkle
 from domain.checkpoint import Checkpoint, NoteError, VerifierKey, parse_checkpoint, parse_verifier_key, verify_note
+from domain.clients import merchant_client_id
 from domain.log_entry import EntryError, LogEntry
 from interfaces.audit.signing import ed25519_verify
 
@@ -234,7 +235,7 @@ def totals(entries: list[LogEntry]) -> dict[tuple[str, str, str], int]:
     volume: dict[tuple[str, str, str], int] = defaultdict(int)
     for e in entries:
         if e.topic == MERCHANT_REGISTERED:
-            merchants[f"merchant:{e.originator_id}"] = str(e.state.get("name"))
+            merchants[merchant_client_id(e.originator_id)] = str(e.state.get("name"))
         elif e.topic == PAYMENT + "Received":
             received[e.originator_id] = e.state
         elif e.topic == PAYMENT + "Confirmed" and e.originator_id in received:

@@ -40,6 +40,7 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 
 from domain.claims import Claim, ClaimKind
+from domain.clients import merchant_client_id
 from domain.idempotency import idempotency_key
 from domain.networks import DEVNET
 from domain.payment import Payment
@@ -408,7 +409,7 @@ def _merchants(container: Any, count: int) -> list[Merchant]:
         except MerchantExistsError:
             pass
         mid = merchant_id(name)
-        found.append(Merchant(f"merchant:{mid}", str(Pubkey.from_bytes(hashlib.sha256(mid.bytes).digest()))))
+        found.append(Merchant(merchant_client_id(mid), str(Pubkey.from_bytes(hashlib.sha256(mid.bytes).digest()))))
     return found
 
 

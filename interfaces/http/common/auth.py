@@ -13,7 +13,7 @@ from typing import Protocol
 
 import falcon
 
-from domain.clients import ANONYMOUS_ID, Capability, Client
+from domain.clients import ANONYMOUS_ID, Capability, Client, merchant_client_id
 from domain.merchant import key_hash, parse_key, same_hash
 from domain.networks import NETWORKS, SCHEME_EXACT, KeyEnv
 from domain.scopes import ServiceScope
@@ -90,7 +90,7 @@ def malformed_key_message(api_key: str) -> str:
 
 def _identity(record: KeyRecord, scope: ServiceScope | None = None) -> Client:
     return Client(
-        id=f"merchant:{record.merchant_id}", registered=True, env=KeyEnv(record.env), merchant=record.merchant,
+        id=merchant_client_id(record.merchant_id), registered=True, env=KeyEnv(record.env), merchant=record.merchant,
         capabilities=frozenset(Capability(*c) for c in record.capabilities),
         rate_limit_per_minute=record.rate_limit_per_minute, scope=scope,
     )

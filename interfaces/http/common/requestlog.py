@@ -19,7 +19,7 @@ from typing import Any
 
 import falcon
 
-from domain.clients import ANONYMOUS_ID
+from domain.clients import ANONYMOUS_ID, merchant_of
 from interfaces.runtime.metrics_registry import PAYMENT_DURATION, PAYMENT_OUTCOMES, RATE_LIMITED, REQUESTS, method_label
 from interfaces.runtime.observability import JsonFormatter, json_line, timestamp
 
@@ -46,7 +46,7 @@ def client_label(req: falcon.Request) -> str:
     client = getattr(req.context, "client", None)
     if client is None or client.id == ANONYMOUS_ID:
         return "anonymous"
-    return client.id.removeprefix("merchant:")
+    return merchant_of(client.id) or client.id
 
 
 def outcome(operation: str, media: object) -> tuple[str, str] | None:

@@ -11,6 +11,7 @@ from uuid import UUID
 import falcon
 from marshmallow import EXCLUDE, Schema, fields, validate
 
+from domain.clients import merchant_client_id
 from domain.login import normalize_email
 from domain.merchant import UnknownObjectError
 from domain.networks import SCHEME_EXACT, KeyEnv
@@ -249,7 +250,7 @@ class DiscoveryResource(Resource):
 def own_listings(c: Collaborators, merchant_id: str) -> list[dict[str, Any]]:
     if c.catalog is None:
         return []
-    return [{"id": listing_id, **item} for listing_id, item in c.catalog.list_owned(f"merchant:{merchant_id}")]
+    return [{"id": listing_id, **item} for listing_id, item in c.catalog.list_owned(merchant_client_id(merchant_id))]
 
 
 def delist(c: Collaborators, merchant_id: str, listing: str) -> None:
@@ -259,7 +260,7 @@ def delist(c: Collaborators, merchant_id: str, listing: str) -> None:
         raise UnknownObjectError(f"no listing {listing}", field="id") from None
     if c.listings is None:
         raise UnknownObjectError(f"no listing {listing}", field="id")
-    c.listings.delist(listing_uuid, f"merchant:{merchant_id}")
+    c.listings.delist(listing_uuid, merchant_client_id(merchant_id))
 
 
 class ListingsResource(Resource):

@@ -25,7 +25,7 @@ from application.outcomes import ProxyDecision, ProxyStep, SettleOutcome
 from application.payments import Payments
 from application.ports import FeePayers
 from application.proxy_services import ProxyServices
-from domain.clients import Capability, Client
+from domain.clients import Capability, Client, merchant_client_id
 from domain.codes import Code
 from domain.errors import PaymentRuleError
 from domain.merchant import merchant_id
@@ -299,7 +299,7 @@ class ProxyApp:
         """The service's merchant as the payment's client, its capabilities from the accounts read model (as an
         API key's are), not a replay of the Merchant."""
         uuid = str(merchant_id(service.merchant))
-        return Client(id=f"merchant:{uuid}", registered=True, merchant=service.merchant,
+        return Client(id=merchant_client_id(uuid), registered=True, merchant=service.merchant,
                       capabilities=frozenset(Capability(*c) for c in self._accounts.get_capabilities(uuid)))
 
     def _gateway_url(self, x: Exchange) -> str:
