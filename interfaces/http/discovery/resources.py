@@ -111,20 +111,34 @@ def finite(value: Any) -> Any:
     return value
 
 
-class DiscoveryResourcesResource:
+class CachedDiscoveryQuery:
+    """A public discovery GET: its query validated by `schema`, answered by `answer` once per cache key (the
+    query's `key`) within the cache's time to live, under the per-IP limit."""
+
     rate_limit = "ip"
+    schema: Schema
 
     def __init__(self, catalog: CatalogView, cache: QueryCache) -> None:
-        self._catalog, self._cache, self._schema = catalog, cache, DiscoveryQuerySchema()
+        self._catalog, self._cache = catalog, cache
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        query = load_query(self._schema, req.params)
+        query = load_query(self.schema, req.params)
         body = self._cache.get(query["key"])
         if body is None:
-            page = list_resources(self._catalog, query["type"], query["tags"], query["limit"], query["offset"],
-                                  query["terms"])
-            body = {"x402Version": X402_VERSION, "items": finite(page.items),
-                    "pagination": {"total": page.total, "limit": query["limit"], "offset": query["offset"]}}
+            body = self.answer(query)
             self._cache.put(query["key"], body)
         resp.media = body
         resp.set_header("Cache-Control", f"public, max-age={DISCOVERY_TTL_SECONDS}")
+
+    def answer(self, query: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class DiscoveryResourcesResource(CachedDiscoveryQuery):
+    schema = DiscoveryQuerySchema()
+
+    def answer(self, query: dict[str, Any]) -> dict[str, Any]:
+        page = list_resources(self._catalog, query["type"], query["tags"], query["limit"], query["offset"],
+                              query["terms"])
+        return {"x402Version": X402_VERSION, "items": finite(page.items),
+                "pagination": {"total": page.total, "limit": query["limit"], "offset": query["offset"]}}

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import falcon
 from marshmallow import ValidationError, fields, validate, validates
 
-from application.ports import DISCOVERY_TTL_SECONDS, QueryCache
 from domain.networks import X402_VERSION
-from interfaces.http.discovery.resources import DiscoveryFilterSchema, finite, load_query
-from projections.catalog import CatalogView, search_resources
+from interfaces.http.discovery.resources import CachedDiscoveryQuery, DiscoveryFilterSchema, finite
+from projections.catalog import search_resources
 from projections.catalog_search import MAX_QUERY_CHARS, Key, fingerprint, query_problem
 
 
@@ -40,21 +38,12 @@ class DiscoverySearchQuerySchema(DiscoveryFilterSchema):
         return data
 
 
-class DiscoverySearchResource:
-    rate_limit = "ip"
+class DiscoverySearchResource(CachedDiscoveryQuery):
+    schema = DiscoverySearchQuerySchema()
 
-    def __init__(self, catalog: CatalogView, cache: QueryCache) -> None:
-        self._catalog, self._cache, self._schema = catalog, cache, DiscoverySearchQuerySchema()
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        query = load_query(self._schema, req.params)
-        body = self._cache.get(query["key"])
-        if body is None:
-            page = search_resources(self._catalog, query["query"], query["type"], query["tags"], query["terms"],
-                                    query["limit"], query["after"])
-            body = {"x402Version": X402_VERSION, "resources": finite(page.items), "partialResults": page.partial,
-                    "pagination": {"limit": query["limit"],
-                                   "cursor": page.cursor.token(query["fingerprint"]) if page.cursor else None}}
-            self._cache.put(query["key"], body)
-        resp.media = body
-        resp.set_header("Cache-Control", f"public, max-age={DISCOVERY_TTL_SECONDS}")
+    def answer(self, query: dict[str, Any]) -> dict[str, Any]:
+        page = search_resources(self._catalog, query["query"], query["type"], query["tags"], query["terms"],
+                                query["limit"], query["after"])
+        return {"x402Version": X402_VERSION, "resources": finite(page.items), "partialResults": page.partial,
+                "pagination": {"limit": query["limit"],
+                               "cursor": page.cursor.token(query["fingerprint"]) if page.cursor else None}}
