@@ -6,6 +6,7 @@ PostgreSQL (or at its own `redis-server`) and breaks that instead.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -15,10 +16,30 @@ import time
 from pathlib import Path
 
 
+class _Ports:
+    """Ports for the servers a test starts, from below the kernel's ephemeral range (32768 and up here), one block
+    per pytest-xdist worker, handed out in turn. A port the kernel picks (`bind(("", 0))`) is one an outgoing
+    connection of the other worker can take before our server binds it, and it can come back twice in a row: `up`
+    then stopped on "already in use" before writing anything (stop 34's CI)."""
+
+    SIZE = 4000
+    handed = 0
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    first = 12000 + (int(worker) % 5 if worker.isdigit() else 0) * _Ports.SIZE  # 12000-31999: below 32768
+    for _ in range(_Ports.SIZE):
+        port = first + _Ports.handed % _Ports.SIZE
+        _Ports.handed += 1
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as our servers bind
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in this worker's block")
 
 
 def wait_until(condition, timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import venv
@@ -16,13 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the test's id

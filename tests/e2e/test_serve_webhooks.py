@@ -12,8 +12,7 @@ import sys
 import pytest
 
 from interfaces.cli.main import main
-from tests.e2e.conftest import free_port
-from tests.faults import wait_until
+from tests.faults import free_port, wait_until
 from tests.webhook_receiver import start_receiver
 
 

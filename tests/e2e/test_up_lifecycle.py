@@ -22,7 +22,8 @@ from solders.keypair import Keypair
 
 from domain.exact import associated_token_address
 from domain.networks import Programs
-from tests.e2e.conftest import ROOT, free_port
+from tests.e2e.conftest import ROOT
+from tests.faults import free_port
 
 pytestmark = pytest.mark.slow
 PAYWARDEN = Path(sys.executable).parent / "paywarden"  # the console script, as a newcomer runs it
@@ -78,20 +79,28 @@ def carrying(marker: str) -> set[int]:
     return found
 
 
-def wait_for_library(pid: int, name: str, timeout: float = 60) -> None:
+def still_running(process: subprocess.Popen) -> None:
+    """`up` ended before the moment a test waits for: say how, rather than wait out the timeout."""
+    if process.poll() is not None:
+        pytest.fail(f"up exited ({process.returncode}) early: {process.stderr.read()[-2000:]}")
+
+
+def wait_for_library(process: subprocess.Popen, name: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if name in Path(f"/proc/{pid}/maps").read_text():
+        still_running(process)
+        if name in Path(f"/proc/{process.pid}/maps").read_text():
             return
         time.sleep(0.005)
     pytest.fail(f"{name} never loaded")
 
 
-def wait_for_file(path: Path, timeout: float = 60) -> None:
+def wait_for_file(process: subprocess.Popen, path: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists():
             return
+        still_running(process)
         time.sleep(0.005)
     pytest.fail(f"{path} never written")
 
@@ -115,9 +124,9 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
     process = start_up(up_env(tmp_path, **{name: value}), "--demo")
     try:
         if moment == "importing":  # past Python's own start-up (site), inside `interfaces.cli.main`'s imports
-            wait_for_library(process.pid, "_decimal")
+            wait_for_library(process, "_decimal")
         elif moment == "starting":  # past its imports: writing the sandbox's keypairs, before any child starts
-            wait_for_file(tmp_path / "merchant-wallet.json")
+            wait_for_file(process, tmp_path / "merchant-wallet.json")
         elif moment == "gunicorn-booting":
             wait_for_line(process.stderr, "Starting gunicorn")
         else:

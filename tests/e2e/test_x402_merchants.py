@@ -21,8 +21,9 @@ import requests
 from solana.rpc.api import Client
 from solders.signature import Signature
 
-from tests.e2e.conftest import ROOT, free_port, start_stack
+from tests.e2e.conftest import ROOT, start_stack
 from tests.e2e.test_stack import confirmed_events, payer_keypair, usdc_balance
+from tests.faults import free_port
 
 PRICE = 10_000  # "$0.01" in devnet USDC's 6 decimals, as the SDK's server converts it
 

@@ -23,6 +23,7 @@ from interfaces.http.facilitator.app import create_app
 from interfaces.sandbox.chain import Sandbox
 from interfaces.wiring import api_collaborators
 from tests.conftest import make_gateway
+from tests.faults import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN = {"--exit-with-parent"}  # internal: `paywarden serve` passes it to the projection worker it starts
@@ -61,12 +62,6 @@ def busy_port() -> Iterator[int]:
         s.bind(("127.0.0.1", 0))
         s.listen()
         yield s.getsockname()[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- 12: --version, help on every argument ------------------------------------------------------------------------

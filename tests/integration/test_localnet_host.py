@@ -65,6 +65,8 @@ def hosted(tmp_path, monkeypatch) -> Any:
     sys.modules.pop("interfaces.http.facilitator.wsgi", None)
     wsgi = importlib.import_module("interfaces.http.facilitator.wsgi")
     yield wsgi, payer, fee_payer
+    if wsgi.follower is not None:  # before the store it reads is closed under it
+        wsgi.follower.set()
     wsgi.localnet.stop()
     wsgi.container.close()
     sys.modules.pop("interfaces.http.facilitator.wsgi", None)
