@@ -135,11 +135,14 @@ class QuietHandler(WSGIRequestHandler):
     every RPC call costs more than the call itself."""
 
     protocol_version = "HTTP/1.1"
+    # wsgiref writes the status line, the headers and the body one by one, and flushes after the body: buffered,
+    # an answer leaves in one send instead of three (three segments, three wake-ups of the client).
+    wbufsize = 1 << 16
 
     def setup(self) -> None:
         super().setup()
-        # The status line, headers and body go out in separate writes: without this, Nagle's algorithm and
-        # the client's delayed ACK hold each answer on a kept-alive connection for 40 ms.
+        # Without this, Nagle's algorithm and the client's delayed ACK would hold an answer larger than the buffer,
+        # sent in parts, for 40 ms on a kept-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def handle(self) -> None:
@@ -158,6 +161,7 @@ class QuietHandler(WSGIRequestHandler):
             app = cast(WSGIServer, self.server).get_app()
             assert app is not None, "the localnet server always has its app"
             handler.run(app)
+            self.wfile.flush()  # an answer without a body is not flushed by wsgiref
             if self.close_connection:
                 return
 

@@ -487,3 +487,24 @@ def test_over_tls_the_request_also_goes_out_in_one_segment():
         conn.close()
     finally:
         backend.close()
+
+
+def test_each_answer_leaves_the_localnet_in_one_send(net, monkeypatch):
+    """wsgiref writes the status line, the headers and the body one by one: buffered (QuietHandler.wbufsize), an
+    answer on a kept-alive connection is one send, not three segments each waking the client."""
+    sends: list[int] = []
+    for name in ("send", "sendall"):
+        original = getattr(socket.socket, name)
+
+        def counted(self, data, *args, _original=original):
+            if threading.current_thread() is not threading.main_thread():  # the localnet's handler threads
+                sends.append(len(data))
+            return _original(self, data, *args)
+
+        monkeypatch.setattr(socket.socket, name, counted)
+    with httpx.Client(base_url=net.url) as http:
+        for n in range(5):
+            answer = http.post("/", json={"jsonrpc": "2.0", "id": n, "method": "getSlot"})
+            assert answer.json()["id"] == n
+        assert http.get("/health").text == "ok"
+    assert len(sends) == 6, sends
