@@ -32,6 +32,12 @@ SCHEMA_LOCK_KEY = 0x2F6B_5D0E_7A31_4C19
 FACTORY_TOPIC = "interfaces.adapters.postgres:PostgresFactory"
 RECONNECT_SECONDS = 3.0
 IDLE_SECONDS = 60.0  # an idle pooled connection is closed after this (the pools keep none open)
+# A server or network that vanishes without a reset (a host powered off, a partition, a firewall dropping the flow)
+# would leave a query waiting for its answer forever: TCP keepalives find the dead peer within ~11 s (5 s idle, then
+# 3 probes 2 s apart), and tcp_user_timeout fails a send unacknowledged for 10 s. libpq's own settings; ignored on a
+# Unix socket, where the kernel reports a dead server at once.
+LIVENESS = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+            "tcp_user_timeout": 10_000}
 
 
 def is_postgres(url: str) -> bool:
@@ -139,6 +145,7 @@ class PostgresFactory(postgres.PostgresFactory):
         # attempt at once, so service resumes within seconds of the database's return.
         self.datastore.pool.reconnect_timeout = RECONNECT_SECONDS
         self.datastore.pool.max_idle = IDLE_SECONDS  # read when the pool opens (its first use)
+        self.datastore.pool.kwargs.update(LIVENESS)  # the connect() arguments of every pooled connection
 
     def aggregate_recorder(self, purpose: str = "events") -> Any:
         with self._creating():
