@@ -145,7 +145,8 @@ class PostgresFactory(postgres.PostgresFactory):
         # attempt at once, so service resumes within seconds of the database's return.
         self.datastore.pool.reconnect_timeout = RECONNECT_SECONDS
         self.datastore.pool.max_idle = IDLE_SECONDS  # read when the pool opens (its first use)
-        self.datastore.pool.kwargs.update(LIVENESS)  # the connect() arguments of every pooled connection
+        if isinstance(connect := self.datastore.pool.kwargs, dict):  # every pooled connection's connect() arguments
+            connect.update(LIVENESS)
 
     def aggregate_recorder(self, purpose: str = "events") -> Any:
         with self._creating():
