@@ -179,20 +179,27 @@ class RedisResultCache:
 
 
 class RedisResultCacheView(ResultCacheView):
-    """The result cache as the view of `ResultCacheProjection`: each event's writes and its tracking position
-    are applied by one Lua script, so an event is applied once even with several runners."""
+    """The result cache as the view of `ResultCacheProjection`: writes and their tracking position are applied by
+    one Lua script, so an event is applied once even with several runners.
+
+    The runner applies a batch of notifications at a time (`batch`, as `SqlView.batch`): the batch's writes are kept
+    in memory, a payment's facts read there first, and one script writes them all at its end, refusing the whole
+    batch if the recorded position is not before its first notification (another runner applied some of it:
+    IntegrityError, the runner reads again). A verify's Received and Approved, nearly always in one batch, are one
+    write of the payment's facts instead of two scripts and a read (docs/performance.md)."""
 
     _RECORD = """
 local position = tonumber(redis.call('GET', KEYS[1]) or '0')
 if position >= tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'EX', ARGV[2]) end
+redis.call('SET', KEYS[1], ARGV[2])
+for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 2], 'EX', ARGV[3]) end
 return 1
 """
 
     def __init__(self, client: redis.Redis, *, ttl_seconds: int = RESULT_TTL_SECONDS) -> None:
         self._client, self._ttl = client, ttl_seconds
         self._record = client.register_script(self._RECORD)
+        self._local = threading.local()
 
     def max_tracking_id(self, application_name: str) -> int | None:
         raw = self._client.get(self._tracking_key(application_name))
@@ -202,19 +209,48 @@ return 1
         self.record(tracking)
 
     def payment(self, payment_id: str) -> dict[str, Any] | None:
+        open_batch: _Pending | None = getattr(self._local, "batch", None)
+        if open_batch is not None and payment_id in open_batch.payments:
+            return open_batch.payments[payment_id]
         return load_entry(self._client.get(self._payment_key(payment_id)))
 
     def record(self, tracking: Tracking, *, payment_id: str | None = None, payment: dict[str, Any] | None = None,
                results: Mapping[tuple[str, str], dict[str, Any]] | None = None) -> None:
-        keys, values = [self._tracking_key(tracking.application_name)], []
-        if payment_id is not None and payment is not None:
+        open_batch: _Pending | None = getattr(self._local, "batch", None)
+        pending = open_batch if open_batch is not None else _Pending()
+        pending.add(tracking, payment_id, payment, results)
+        if open_batch is None:
+            self._write(pending)
+
+    @contextmanager
+    def batch(self, first: Tracking | None = None, last: Tracking | None = None) -> Iterator[_Pending]:
+        """Every `record` of this thread until the block ends is written by one script at its end; an exception
+        in the block writes nothing. The positions are those recorded (the runner's `first` and `last` bound
+        them; a batch stopped early records up to the last event it applied)."""
+        if getattr(self._local, "batch", None) is not None:  # already in a batch: part of it
+            yield self._local.batch
+            return
+        pending = self._local.batch = _Pending()
+        try:
+            yield pending
+        finally:
+            self._local.batch = None
+        if pending.first is not None:
+            self._write(pending)
+
+    def _write(self, pending: _Pending) -> None:
+        assert pending.first is not None and pending.last is not None
+        keys, values = [self._tracking_key(pending.first.application_name)], []
+        for payment_id, facts in pending.payments.items():
             keys.append(self._payment_key(payment_id))
-            values.append(json.dumps(payment, separators=(",", ":")))
-        for (key, operation), result in (results or {}).items():
+            values.append(json.dumps(facts, separators=(",", ":")))
+        for (key, operation), result in pending.results.items():
             keys.append(result_key(key, operation))
             values.append(json.dumps(result, separators=(",", ":")))
-        if not self._record(keys=keys, args=[tracking.notification_id, self._ttl, *values]):
-            raise IntegrityError(f"{tracking.application_name} notification {tracking.notification_id} was applied")
+        if not self._record(keys=keys, args=[pending.first.notification_id, pending.last.notification_id,
+                                             self._ttl, *values]):
+            raise IntegrityError(f"{pending.first.application_name} notification {pending.first.notification_id} "
+                                 "was applied")
 
     @staticmethod
     def _tracking_key(application_name: str) -> str:
@@ -245,3 +281,26 @@ class RedisQueryCache:
             self._redis.set(self._prefix + key, json.dumps(value, separators=(",", ":")), ex=self._ttl)
         except redis.RedisError as down:
             cache_log.warning("discovery cache unavailable: %s", down)
+
+
+class _Pending:
+    """What a `RedisResultCacheView` batch (or one event) writes: the payments' facts and results by key, last
+    write winning, and the first and last positions recorded."""
+
+    def __init__(self) -> None:
+        self.first: Tracking | None = None
+        self.last: Tracking | None = None
+        self.payments: dict[str, dict[str, Any]] = {}
+        self.results: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add(self, tracking: Tracking, payment_id: str | None, payment: dict[str, Any] | None,
+            results: Mapping[tuple[str, str], dict[str, Any]] | None) -> None:
+        if self.first is None:
+            self.first = tracking
+        self.last = tracking
+        if payment_id is not None and payment is not None:
+            self.payments[payment_id] = payment
+        self.results.update(results or {})
+
+    def stop_after(self, tracking: Tracking) -> None:
+        """The runner ends the batch early: the events after `tracking` were never recorded here."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from eventsourcing.persistence import IntegrityError, Tracking
 from solders.keypair import Keypair
 
 from application.errors import DuplicateRequestError
@@ -252,6 +253,37 @@ def _no_event_store(*_, **__):
 def _split(key: str) -> tuple[str, str]:
     _, _, operation, idempotency_key = key.split(":")
     return idempotency_key, operation
+
+
+def test_a_batch_of_the_cache_projection_is_one_script_all_or_nothing(client, monkeypatch):
+    """The runner applies a batch of notifications at a time: the Redis view keeps its writes in memory (a payment's
+    facts are read there first) and one script writes them with the last position, refusing the whole batch when
+    another runner applied its first notification already."""
+    view = RedisResultCacheView(client)
+    view.record(Tracking("warm-up", 1))  # the script loaded once, before counting
+    sent: list[str] = []
+    execute = client.execute_command
+    monkeypatch.setattr(client, "execute_command", lambda *args, **kw: sent.append(args[0]) or execute(*args, **kw))
+
+    with view.batch(Tracking("payments", 5), Tracking("payments", 7)):
+        view.record(Tracking("payments", 5), payment_id="p1", payment={"state": "RECEIVED"})
+        assert view.payment("p1") == {"state": "RECEIVED"}  # from the batch: no read
+        view.record(Tracking("payments", 6), payment_id="p1", payment={"state": "APPROVED"})
+        view.record(Tracking("payments", 7), payment_id="p2", payment={"state": "FAILED"},
+                    results={("key-2", "settle"): {"outcome": "failed"}})
+    assert sent == ["EVALSHA"]
+    assert view.max_tracking_id("payments") == 7
+    assert view.payment("p1") == {"state": "APPROVED"} and view.payment("p2") == {"state": "FAILED"}
+    assert RedisResultCache(client).get("key-2", "settle") == {"outcome": "failed"}
+
+    with pytest.raises(IntegrityError), view.batch(Tracking("payments", 7), Tracking("payments", 8)):
+        view.record(Tracking("payments", 7), payment_id="p3", payment={"state": "RECEIVED"})
+        view.record(Tracking("payments", 8), payment_id="p3", payment={"state": "APPROVED"})
+    with pytest.raises(RuntimeError), view.batch(Tracking("payments", 8), Tracking("payments", 9)):
+        view.record(Tracking("payments", 8), payment_id="p4", payment={"state": "RECEIVED"})
+        raise RuntimeError("the projection failed mid-batch")
+    assert view.max_tracking_id("payments") == 7
+    assert view.payment("p3") is None and view.payment("p4") is None
 
 
 def test_rate_limits_on_redis_are_shared_by_every_process_and_the_window_resets(redis_url):
