@@ -203,7 +203,7 @@ class LocalnetServer:
             threading.Thread(target=self._tick, name="localnet-ticker", daemon=True).start()
         loop, connections = asyncio.new_event_loop(), set[Http11Connection]()
         server = loop.run_until_complete(loop.create_server(
-            lambda: Http11Connection(self._app, self._environ, connections, max_body=MAX_BODY_BYTES + 1),
+            lambda: Http11Connection(self._app, self._environ, connections, max_body=MAX_BODY_BYTES),
             sock=self._socket))
         try:
             with self._lock:

@@ -92,7 +92,7 @@ def test_expect_100_continue_gets_its_interim_answer_before_the_body_is_sent(net
 
 @pytest.mark.parametrize(("request_bytes", "status"), [
     (post(b"5\r\n{}{}{\r\n0\r\n\r\n", "Transfer-Encoding: chunked"), "501 Not Implemented"),
-    (post(b"", f"Content-Length: {MAX_BODY_BYTES + 2}"), "413 Content Too Large"),
+    (post(b"", f"Content-Length: {MAX_BODY_BYTES + 1}"), "413 Content Too Large"),
     (post(b"{}", "Content-Length: two"), "400 Bad Request"),
     (b"GARBAGE\r\n\r\n", "400 Bad Request"),
     (b"GET / HTTP/1.1\r\nX-Long: " + b"a" * MAX_HEAD, "431 Request Header Fields Too Large"),
@@ -106,6 +106,14 @@ def test_what_the_server_does_not_take_is_answered_and_the_connection_closed(net
     with connect(net) as sock:  # and the server serves on
         sock.sendall(post(call(1)))
         assert read_answer(sock, bytearray())[0] == "HTTP/1.1 200 OK"
+
+
+def test_a_body_of_the_rpc_limit_is_read_and_answered_in_json_rpc(net):
+    body = b" " * (MAX_BODY_BYTES - len(call(9))) + call(9)
+    with connect(net) as sock:
+        sock.sendall(post(body))
+        status, _, answer = read_answer(sock, bytearray())
+    assert status == "HTTP/1.1 200 OK" and json.loads(answer)["result"] == 0
 
 
 @pytest.mark.parametrize(("version", "connection", "closes"), [
