@@ -41,7 +41,7 @@ class _Date:
     def now(cls) -> str:
         second = int(time.time())
         if second != cls.second:
-            cls.second, cls.text = second, formatdate(second, usegmt=True)
+            cls.text, cls.second = formatdate(second, usegmt=True), second
         return cls.text
 
 
@@ -97,7 +97,9 @@ class Http11Connection(asyncio.Protocol):
                 return
             if request is None:
                 return
-            self._respond(*request)
+            if self._respond(*request):  # closed: whatever the client pipelined after it goes unanswered
+                self._transport = None
+                return
 
     def _next_request(self) -> tuple[dict[str, Any], bool] | None:
         """The next complete request's WSGI environ and whether the connection closes after it; None until the
@@ -147,7 +149,8 @@ class Http11Connection(asyncio.Protocol):
         close = "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection)
         return environ, close
 
-    def _respond(self, environ: dict[str, Any], close: bool) -> None:
+    def _respond(self, environ: dict[str, Any], close: bool) -> bool:
+        """Answer one request; whether the connection is closed after it."""
         answer: list[Any] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
@@ -180,6 +183,7 @@ class Http11Connection(asyncio.Protocol):
         self._transport.write("\r\n".join(head).encode("latin-1") + body)
         if close:
             self._transport.close()
+        return close
 
 
 _OURS = frozenset({"content-length", "date", "connection"})

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from solders.keypair import Keypair
 
 from interfaces.sandbox.http11 import MAX_HEAD
 from interfaces.sandbox.localnet import LocalnetServer, LocalnetThread
@@ -67,6 +68,18 @@ def test_pipelined_calls_on_one_connection_are_answered_in_order(net):
     assert [status for status, _, _ in answers] == ["HTTP/1.1 200 OK"] * 5
     assert [json.loads(body)["id"] for _, _, body in answers] == [0, 1, 2, 3, 4]
     assert all(headers["content-type"] == "application/json" and "date" in headers for _, headers, _ in answers)
+
+
+def test_after_an_answer_that_closes_the_connection_nothing_pipelined_is_run(net):
+    wallet = str(Keypair().pubkey())
+    airdrop = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "requestAirdrop", "params": [wallet, 10**9]})
+    with connect(net) as sock:
+        sock.sendall(post(call(1), "Connection: close") + post(airdrop.encode()))
+        buffered = bytearray()
+        status, headers, body = read_answer(sock, buffered)
+        assert json.loads(body)["id"] == 1 and headers["connection"] == "close"
+        assert closed(sock) and not buffered
+    assert net.sandbox.sol_balance(wallet) == 0  # the airdrop after it never ran
 
 
 def test_a_request_arriving_in_pieces_is_answered_once_complete(net):
