@@ -5,25 +5,30 @@ parse error, -32600 invalid request, -32601 method not found, -32602 invalid par
 carrying `data.err` and `data.logs`, -32003 signature verification failure), batches included; `GET /health`
 answers "ok". `POST /faucet` with `{"address": ..., "usdc": "10", "sol": "1"}` airdrops SOL and mints test
 USDC (those amounts when neither is given). A ticker advances one slot every `slot_ms`, so blockhashes expire
-after 150 slots as on a cluster; with `slot_ms=None` the caller drives `sandbox.advance()`.
+after 150 slots as on a cluster; with `slot_ms=None` the caller drives `sandbox.advance()`. `LocalnetServer`
+serves it on one thread (`http11.py`); `up` with one API worker serves the same app from the worker's gunicorn
+(`localnet_host.py`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import socket
 import socketserver
+import sys
 import threading
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any, cast
-from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 import falcon
 from solders.pubkey import Pubkey
 
 from interfaces.sandbox.chain import Sandbox
+from interfaces.sandbox.http11 import Http11Connection
 from interfaces.sandbox.localnet_rpc import (
     DEVNET_GENESIS_HASH,
     MAX_AIRDROP_LAMPORTS,
@@ -125,6 +130,9 @@ def create_localnet_app(sandbox: Sandbox, *, genesis_hash: str = DEVNET_GENESIS_
 
 
 class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    """wsgiref's server, a thread per connection: the sandbox's small apps (`up`'s example merchant API and demo
+    backend) and tests' servers. The localnet itself is served by `LocalnetServer`."""
+
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128  # the default backlog of 5 leaves a burst of clients waiting on SYN retries
@@ -132,7 +140,7 @@ class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
 
 class QuietHandler(WSGIRequestHandler):
     """HTTP/1.1 with keep-alive: wsgiref answers one request per connection, and a new TCP connection for
-    every RPC call costs more than the call itself."""
+    every call costs more than the call itself."""
 
     protocol_version = "HTTP/1.1"
     # wsgiref writes the status line, the headers and the body one by one, and flushes after the body: buffered,
@@ -170,28 +178,54 @@ class QuietHandler(WSGIRequestHandler):
 
 
 class LocalnetServer:
-    """The localnet bound to `host:port` (0 picks a free port); `serve_forever` blocks until `shutdown`."""
+    """The localnet bound to `host:port` (0 picks a free port); `serve_forever` blocks until `shutdown`.
+
+    One thread serves every connection: `serve_forever` runs an asyncio loop of its own with the lean HTTP/1.1
+    server of `http11.py` (wsgiref's server took a thread per kept-alive connection; docs/performance.md)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8899, sandbox: Sandbox | None = None, *,
                  slot_ms: int | None = 400) -> None:
         self.sandbox = sandbox or Sandbox()
-        app = create_localnet_app(self.sandbox)
-        self._httpd = make_server(host, port, app, ThreadingServer, QuietHandler)
-        self.url = f"http://{host}:{self._httpd.server_port}"
+        self._app = create_localnet_app(self.sandbox)
+        # Bound here, so that a port in use fails the constructor.
+        self._socket = socket.create_server((host, port), backlog=128)
+        port = self._socket.getsockname()[1]
+        self.url = f"http://{host}:{port}"
+        self._environ = {"SERVER_NAME": host, "SERVER_PORT": str(port), "SCRIPT_NAME": "", "wsgi.version": (1, 0),
+                         "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.multithread": False,
+                         "wsgi.multiprocess": False, "wsgi.run_once": False}
         self._slot_ms, self._stopped = slot_ms, threading.Event()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None  # while serving
 
     def serve_forever(self) -> None:
         if self._slot_ms:
             threading.Thread(target=self._tick, name="localnet-ticker", daemon=True).start()
+        loop, connections = asyncio.new_event_loop(), set[Http11Connection]()
+        server = loop.run_until_complete(loop.create_server(
+            lambda: Http11Connection(self._app, self._environ, connections, max_body=MAX_BODY_BYTES),
+            sock=self._socket))
         try:
-            self._httpd.serve_forever(poll_interval=0.05)
+            with self._lock:
+                self._loop = None if self._stopped.is_set() else loop
+            if self._loop is not None:
+                loop.run_forever()  # until `shutdown` stops it (or a signal's KeyboardInterrupt)
         finally:
-            self._stopped.set()
-            self._httpd.server_close()
+            with self._lock:
+                self._stopped.set()
+                self._loop = None
+            server.close()  # the listener
+            for connection in list(connections):
+                connection.close()
+            loop.run_until_complete(server.wait_closed())  # one more turn of the loop closes the connections
+            loop.close()
 
     def shutdown(self) -> None:
-        self._stopped.set()
-        self._httpd.shutdown()
+        """Stop serving (from any thread): the listener and every connection closed."""
+        with self._lock:
+            self._stopped.set()
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
 
     def _tick(self) -> None:
         while self._slot_ms and not self._stopped.wait(self._slot_ms / 1000):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -44,6 +45,8 @@ class _Rpc:
 
     def __init__(self, sandbox: Sandbox, genesis_hash: str) -> None:
         self._sandbox, self._genesis_hash = sandbox, genesis_hash
+        # rpc_<method> and its signature, found once per method: `inspect.signature` took ~17 µs a call
+        self._methods: dict[str, tuple[Callable[..., Any], inspect.Signature]] = {}
 
     def handle(self, request: Any) -> dict:
         request_id = request.get("id") if isinstance(request, dict) else None
@@ -51,13 +54,14 @@ class _Rpc:
             if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
                 raise RpcError(-32600, "Invalid request")
             method, params = request.get("method"), request.get("params", [])
-            handler = getattr(self, f"rpc_{method}", None) if isinstance(method, str) else None
-            if handler is None:
+            found = self._method(method) if isinstance(method, str) else None
+            if found is None:
                 raise RpcError(-32601, "Method not found")
+            handler, signature = found
             if not isinstance(params, list):
                 raise _invalid("Invalid params: invalid type: map, expected a sequence")
             try:
-                inspect.signature(handler).bind(*params)
+                signature.bind(*params)
             except TypeError as exc:
                 raise _invalid(f"Invalid params: {exc}") from None
             return {"jsonrpc": "2.0", "result": handler(*params), "id": request_id}
@@ -67,6 +71,15 @@ class _Rpc:
             _log.exception("localnet %s failed", request.get("method"))
             error = {"code": -32603, "message": "Internal error"}
         return {"jsonrpc": "2.0", "error": error, "id": request_id}
+
+    def _method(self, name: str) -> tuple[Callable[..., Any], inspect.Signature] | None:
+        found = self._methods.get(name)
+        if found is None:
+            handler = getattr(self, f"rpc_{name}", None)
+            if handler is None:
+                return None  # an unknown name is not remembered
+            found = self._methods[name] = handler, inspect.signature(handler)
+        return found
 
     def _context(self, value: Any, config: dict | None = None) -> dict:
         slot = self._sandbox.slot

@@ -237,3 +237,35 @@ def test_up_on_postgresql_prints_the_database_address_without_its_password(tmp_p
             out, err = process.communicate(timeout=30)
         assert secret not in printed + out + err
         assert with_password.replace(secret, "***") in printed
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_up_with_two_workers_stops_within_3_seconds_with_its_localnet_in_use(tmp_path, postgres_url, redis_url, sig):
+    """With two API workers the localnet runs in `up`'s own process (interfaces/sandbox/http11.py on a thread of
+    its own): a client's kept-alive connection to it is closed by the stop, and nothing is left behind."""
+    marker = f"PAYWARDEN_STOP_TEST={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    env = up_env(tmp_path, PAYWARDEN_DATABASE_URL=postgres_url, PAYWARDEN_REDIS_URL=redis_url, **{name: value})
+    process = start_up(env, "--workers", "2")
+    try:
+        rpc_url = json.loads(process.stdout.readline())["rpc_url"]
+        host, port = rpc_url.removeprefix("http://").split(":")
+        kept = socket.create_connection((host, int(port)), timeout=10)
+        kept.sendall(b"GET /health HTTP/1.1\r\nHost: localnet\r\n\r\n")
+        assert kept.recv(4096).startswith(b"HTTP/1.1 200 OK")
+        family = descendants(process.pid)
+        sent = time.monotonic()
+        process.send_signal(sig)
+        code = process.wait(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+    err = process.stderr.read()
+    assert took < 3.0, f"stopped {took:.2f} s after {sig.name}"
+    assert code == 0 and "Traceback" not in err, err[-2000:]
+    assert kept.recv(1) == b""  # closed, not left hanging
+    kept.close()
+    time.sleep(0.1)
+    left = {pid: processes().get(pid) for pid in family | carrying(marker)}
+    assert not {pid: state for pid, state in left.items() if state is not None}, "processes survived"

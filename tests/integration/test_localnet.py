@@ -490,14 +490,15 @@ def test_over_tls_the_request_also_goes_out_in_one_segment():
 
 
 def test_each_answer_leaves_the_localnet_in_one_send(net, monkeypatch):
-    """wsgiref writes the status line, the headers and the body one by one: buffered (QuietHandler.wbufsize), an
-    answer on a kept-alive connection is one send, not three segments each waking the client."""
+    """The status line, the headers and the body of an answer on a kept-alive connection leave in one send
+    (interfaces/sandbox/http11.py), not three segments each waking the client (wsgiref's, before QuietHandler's
+    buffer)."""
     sends: list[int] = []
     for name in ("send", "sendall"):
         original = getattr(socket.socket, name)
 
         def counted(self, data, *args, _original=original):
-            if threading.current_thread() is not threading.main_thread():  # the localnet's handler threads
+            if threading.current_thread() is not threading.main_thread():  # the localnet's serving thread
                 sends.append(len(data))
             return _original(self, data, *args)
 
