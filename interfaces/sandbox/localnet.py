@@ -180,7 +180,7 @@ class QuietHandler(WSGIRequestHandler):
 class LocalnetServer:
     """The localnet bound to `host:port` (0 picks a free port); `serve_forever` blocks until `shutdown`.
 
-    One thread serves every connection: `serve_forever` runs an asyncio loop of its own with the lean HTTP/1.1
+    One thread serves every connection: `serve_forever` runs an asyncio loop of its own with the HTTP/1.1
     server of `http11.py` (wsgiref's server took a thread per kept-alive connection; docs/performance.md)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8899, sandbox: Sandbox | None = None, *,

