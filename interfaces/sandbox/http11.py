@@ -134,7 +134,7 @@ class Http11Connection(asyncio.Protocol):
 
     def _respond(self) -> None:
         assert self._request is not None and self._transport is not None
-        environ, answer = self._environ(self._request), []
+        environ, answer = self._environ(self._request), list[Any]()
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
             answer[:] = [status, headers]
