@@ -30,15 +30,20 @@ class Requirements:
         return memo if isinstance(memo, str) and memo else None
 
     @cached_property  # the fields are frozen; `extra` (for its memo) is never changed after validation
-    def digest(self) -> str:
+    def terms(self) -> tuple[str, ...]:
         """What a payment is bound to: a retry presenting other terms is not the same payment."""
-        terms = [self.scheme, self.network, str(self.amount), self.asset, self.pay_to]
-        if self.memo is not None:
-            terms.append(self.memo)
-        return hashlib.sha256(json.dumps(terms).encode()).hexdigest()
+        memo = self.memo
+        terms = (self.scheme, self.network, str(self.amount), self.asset, self.pay_to)
+        return terms if memo is None else (*terms, memo)
+
+    @cached_property
+    def digest(self) -> str:
+        """The SHA-256 of the terms (as a JSON array), recorded with a payment."""
+        return hashlib.sha256(json.dumps(list(self.terms)).encode()).hexdigest()
 
     def same_terms(self, other: Requirements) -> bool:
-        return self.digest == other.digest
+        """Equal terms, which is equal digests (the JSON array of strings is one-to-one), without hashing."""
+        return self.terms == other.terms
 
 
 @dataclass(frozen=True)
