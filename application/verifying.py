@@ -70,7 +70,7 @@ def admit_forward(ctx: Context, request: PaymentRequest, via: str) -> ProxyDecis
 
 def receive(request: PaymentRequest) -> Payment:
     r = request.requirements
-    return Payment(
+    return Payment.receive(
         idempotency_key=request.key, client_id=request.client.id, network=r.network, asset=r.asset,
         amount=r.amount, pay_to=r.pay_to, terms_digest=r.digest, client_signature=request.fingerprint,
         extensions=dict(request.payload.extensions), resource=request.payload.resource,
