@@ -35,3 +35,19 @@ def test_a_received_payment_is_stored_and_replayed_as_one_the_constructor_made()
     replayed = app.repository.get(payment.id)
     assert _without_times(vars(replayed)) == _without_times(vars(payment))
     assert (replayed.version, replayed.state, replayed.payer) == (2, PaymentState.APPROVED, "payer")
+
+
+def test_approve_and_reject_record_what_their_decorated_methods_record():
+    """`approve`/`reject` trigger the class the `@event` decorator made: the same event and state as calling the
+    decorated `_approve`/`_reject` (which is what a replay runs)."""
+    for command, decorated, name, args in [
+        ("approve", "_approve", "Approved", dict(payer="payer", fee_payer="fee-payer", blockhash="blockhash")),
+        ("reject", "_reject", "Rejected", dict(reason="r", message="m", payer=None, details={"logs": ["a"]})),
+    ]:
+        ours, theirs = Payment.receive(**TERMS), Payment.receive(**TERMS)
+        getattr(ours, command)(**args)
+        getattr(theirs, decorated)(**args)
+        assert _without_times(vars(ours)) == _without_times(vars(theirs))
+        event, library_event = ours.collect_events()[1], theirs.collect_events()[1]
+        assert type(event) is type(library_event) and type(event).__qualname__ == f"Payment.{name}"
+        assert _without_times(vars(event)) == _without_times(vars(library_event))
