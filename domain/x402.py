@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
@@ -38,8 +38,10 @@ class Requirements:
 
     @cached_property
     def digest(self) -> str:
-        """The SHA-256 of the terms (as a JSON array), recorded with a payment."""
-        return hashlib.sha256(json.dumps(list(self.terms)).encode()).hexdigest()
+        """The SHA-256 of the terms as `json.dumps` writes them in an array, recorded with a payment; each string
+        written by the encoder's own function, without making an encoder (~2 of ~3 µs)."""
+        array = "[" + ", ".join(map(encode_basestring_ascii, self.terms)) + "]"  # json.dumps(list(self.terms))
+        return hashlib.sha256(array.encode()).hexdigest()
 
     def same_terms(self, other: Requirements) -> bool:
         """Equal terms, which is equal digests (the JSON array of strings is one-to-one), without hashing."""
