@@ -78,15 +78,18 @@ class PaymentStore:
                                         "retry") from race
 
     def _record(self, *aggregates: Payment | Claim) -> None:
-        """`Application.save` of these aggregates as the event store's `put` of their events, in the same order: one
-        `insert_events`, all or nothing. `save` adds nothing else for `Payments` (no snapshots, no aggregate cache,
-        no `notify`), and it would ask of each object, by two runtime `Protocol` checks, whether it is an event or
-        an aggregate (~20 µs per verify, docs/performance.md); an application that does snapshot or cache
-        aggregates is saved by `save`."""
-        if self._app.snapshotting_intervals or self._app.repository.cache is not None:
-            self._app.save(*aggregates)
+        """`Application.save` of these aggregates as what its event store's `put` does with their events, in the
+        same order: the mapper's stored events, in one `insert_events` of the recorder, all or nothing. `save` adds
+        nothing else for `Payments` (no snapshots, no aggregate cache, no `notify`), and it would ask of each object,
+        by two runtime `Protocol` checks, whether it is an event or an aggregate (~20 µs per verify); `put` would
+        also build the `Recording`s `save` returns, which nothing here reads (docs/performance.md). An application
+        that does snapshot or cache aggregates is saved by `save`."""
+        app = self._app
+        if app.snapshotting_intervals or app.repository.cache is not None:
+            app.save(*aggregates)
             return
-        self._app.events.put([event for aggregate in aggregates for event in aggregate.collect_events()])
+        stored = app.mapper.to_stored_event
+        app.recorder.insert_events([stored(event) for aggregate in aggregates for event in aggregate.collect_events()])
 
     @contextmanager
     def admitted(self, key: str, operation: str, ttl: float,
