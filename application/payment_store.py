@@ -83,9 +83,11 @@ class PaymentStore:
         nothing else for `Payments` (no snapshots, no aggregate cache, no `notify`), and it would ask of each object,
         by two runtime `Protocol` checks, whether it is an event or an aggregate (~20 µs per verify); `put` would
         also build the `Recording`s `save` returns, which nothing here reads (docs/performance.md). An application
-        that does snapshot or cache aggregates is saved by `save`."""
+        that snapshots, caches aggregates or has a `save` or `notify` of its own (a `Leader` prompts its followers
+        from `save`) is saved by `save`."""
         app = self._app
-        if app.snapshotting_intervals or app.repository.cache is not None:
+        if (app.snapshotting_intervals or app.repository.cache is not None or type(app).save is not Application.save
+                or type(app).notify is not Application.notify):
             app.save(*aggregates)
             return
         stored = app.mapper.to_stored_event

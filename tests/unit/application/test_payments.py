@@ -6,10 +6,12 @@ import copy
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
+from uuid import UUID
 
 import pytest
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import Tracking
+from eventsourcing.system import Leader, RecordingEventReceiver
 from solders.hash import Hash
 from solders.keypair import Keypair
 from solders.signature import Signature
@@ -555,7 +557,8 @@ def test_a_payment_store_save_records_what_the_librarys_save_does_all_of_a_reque
 
 
 def test_a_payment_store_over_a_snapshotting_application_saves_with_the_librarys_save():
-    """What `put` alone would skip: an application that snapshots (or caches aggregates) is saved by `save`."""
+    """What `insert_events` alone would skip: an application that snapshots (or caches aggregates) is saved by
+    `save`, and so is one whose `save` is its own, a `Leader` prompting its followers."""
 
     class SnapshottingPayments(Payments):
         snapshotting_intervals = {Payment: 2}
@@ -564,6 +567,21 @@ def test_a_payment_store_over_a_snapshotting_application_saves_with_the_librarys
     payment_, _ = _payment_and_claim("k1")
     app._store.save(payment_)
     assert app.snapshots is not None and [s.originator_version for s in app.snapshots.get(payment_.id)] == [2]
+
+    class LeadingPayments(Payments, Leader[UUID]):
+        pass
+
+    class Follower(RecordingEventReceiver[UUID]):
+        def __init__(self) -> None:
+            self.received: list[int] = []
+
+        def receive_recording_event(self, new_recording_event: Any) -> None:
+            self.received += [r.notification.id for r in new_recording_event.recordings]
+
+    leader, follower = LeadingPayments({"PERSISTENCE_MODULE": "eventsourcing.popo"}), Follower()
+    leader.lead(follower)
+    leader._store.save(_payment_and_claim("k2")[0])
+    assert follower.received == [1, 2]
 
 
 def test_the_same_transaction_presented_with_other_terms_is_refused_not_replayed(payments):
