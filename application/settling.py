@@ -22,6 +22,7 @@ from domain.claims import Claim, ClaimKind
 from domain.codes import Code
 from domain.errors import PaymentRuleError
 from domain.payment import Payment, PaymentState
+from domain.signing import base58_signature
 
 _RECORDED_SETTLE = (PaymentState.SUBMITTED, PaymentState.CONFIRMED, PaymentState.FAILED)
 
@@ -65,7 +66,7 @@ def _broadcast(ctx: Context, payment: Payment, request: PaymentRequest) -> Settl
     if payment.state is PaymentState.REJECTED:
         return fail(ctx, payment, request, payment.reason or "", payment.message)
     try:
-        exact, signed, signature = evaluate(ctx, request)
+        exact, signed, fee_payer_signature = evaluate(ctx, request)
     except PaymentRuleError as rejected:
         if payment.verify_outcome is None:
             payment.reject(str(rejected.code), rejected.message, rejected.payer, rule_details(rejected))
@@ -74,6 +75,7 @@ def _broadcast(ctx: Context, payment: Payment, request: PaymentRequest) -> Settl
         payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
     if taken := _settlement_claims(ctx, payment, request, transaction_claim):
         return fail(ctx, payment, request, str(Code.DUPLICATE_SETTLEMENT), taken)
+    signature = base58_signature(fee_payer_signature)
     payment.submit(signature, exact.fee_payer, exact.blockhash, base64.b64encode(signed).decode(), request.request_key)
     ctx.store.save(payment, request)
     try:

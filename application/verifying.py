@@ -19,7 +19,6 @@ from domain.codes import Code
 from domain.errors import PaymentRuleError
 from domain.exact import ExactPayment, inspect_exact, lookup_tables, with_fee_payer_signature_wire
 from domain.payment import Payment, PaymentState
-from domain.signing import base58_signature
 
 SIMULATION_LOG_LINES = 5
 
@@ -71,7 +70,7 @@ def admit_forward(ctx: Context, request: PaymentRequest, via: str) -> ProxyDecis
 
 def receive(request: PaymentRequest) -> Payment:
     r = request.requirements
-    return Payment(
+    return Payment.receive(
         idempotency_key=request.key, client_id=request.client.id, network=r.network, asset=r.asset,
         amount=r.amount, pay_to=r.pay_to, terms_digest=r.digest, client_signature=request.fingerprint,
         extensions=dict(request.payload.extensions), resource=request.payload.resource,
@@ -88,8 +87,9 @@ def decide(ctx: Context, payment: Payment, request: PaymentRequest) -> None:
         payment.approve(exact.payer, exact.fee_payer, exact.blockhash)
 
 
-def evaluate(ctx: Context, request: PaymentRequest) -> tuple[ExactPayment, bytes, str]:
-    """Inspect, check the destination exists, co-sign and simulate: the transaction and its signature."""
+def evaluate(ctx: Context, request: PaymentRequest) -> tuple[ExactPayment, bytes, bytes]:
+    """Inspect, check the destination exists, co-sign and simulate: the transaction and the fee payer's signature
+    (its bytes: only a settle needs its base58, `base58_signature`)."""
     tx, r, chain = request.transaction, request.requirements, request.chain
     loaded = {table: list(chain.lookup_table_addresses(table)) for table in lookup_tables(tx)}
     exact = inspect_exact(
@@ -113,7 +113,7 @@ def evaluate(ctx: Context, request: PaymentRequest) -> tuple[ExactPayment, bytes
             "error": simulation.error, "errorCode": simulation.error_code,
             "logs": list(simulation.logs)[-SIMULATION_LOG_LINES:],
         })
-    return exact, signed, base58_signature(fee_payer_signature)
+    return exact, signed, fee_payer_signature
 
 
 def recorded_verify(payment: Payment, request: PaymentRequest) -> VerifyOutcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from domain.networks import KeyEnv
 from domain.scopes import ServiceScope
@@ -43,4 +44,8 @@ class Client:
     scope: ServiceScope | None = None  # a key scoped to a proxy service pays only for its routes (domain/scopes.py)
 
     def may_use(self, network: str, scheme: str, asset: str) -> bool:
-        return self.any_capability or Capability(network, scheme, asset) in self.capabilities
+        return self.any_capability or (network, scheme, asset) in self._capability_fields
+
+    @cached_property  # the capabilities' fields: a lookup without making and hashing a `Capability` (~1 µs)
+    def _capability_fields(self) -> frozenset[tuple[str, str, str]]:
+        return frozenset((c.network, c.scheme, c.asset) for c in self.capabilities)

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from solders.message import Message, MessageV0
 from solders.transaction import VersionedTransaction
 
 from domain.codes import Code
@@ -27,6 +28,7 @@ from domain.solana_tx import (
     message_hash,
     parse_address,
     payment_fingerprint,
+    resolve_accounts,
     resolve_instructions,
     signed_message,
     with_fee_payer_signature,
@@ -111,7 +113,9 @@ def inspect_exact(
     asset = parse_address(asset, Code.INVALID_PAYMENT_REQUIREMENTS, "asset")
     pay_to = parse_address(pay_to, Code.INVALID_PAYMENT_REQUIREMENTS, "payTo")
     ensure_well_formed(tx)
-    instructions = resolve_instructions(tx, loaded)
+    tx_message = tx.message  # solders copies the message at every `tx.message`: it is read once
+    accounts = resolve_accounts(tx_message, loaded)  # the static keys first: the signers, the fee payer first
+    instructions = resolve_instructions(tx_message, accounts)
 
     _check_count(instructions)
     units, price = _compute_budget(instructions)
@@ -120,11 +124,12 @@ def inspect_exact(
     _check_trailing(instructions[3:], payer)
     _check_memo(instructions[3:], memo, payer)
     _check_priority_fee(units, price, limits, payer)
-    fee_payer = str(tx.message.account_keys[0])
+    fee_payer = accounts[0]
     _check_fee_payer(fee_payer, fee_payers, transfer, instructions)
     _check_terms(transfer, asset=asset, pay_to=pay_to, amount=amount)
-    _check_signers(tx, fee_payer, payer)
-    _check_client_signatures(tx, payer, message)
+    required = tx_message.header.num_required_signatures
+    _check_signers(accounts[:required], fee_payer, payer)
+    _check_client_signatures(tx, tx_message, required, payer, message)
     return ExactPayment(
         fee_payer=fee_payer,
         payer=payer,
@@ -134,7 +139,7 @@ def inspect_exact(
         token_program=transfer.token_program,
         amount=transfer.amount,
         decimals=transfer.decimals,
-        blockhash=str(tx.message.recent_blockhash),
+        blockhash=str(tx_message.recent_blockhash),
         compute_unit_limit=units,
         compute_unit_price=price,
     )
@@ -278,10 +283,9 @@ def _check_terms(transfer: _Transfer, *, asset: str, pay_to: str, amount: int) -
         )
 
 
-def _check_signers(tx: VersionedTransaction, fee_payer: str, payer: str) -> None:
+def _check_signers(required_signers: Sequence[str], fee_payer: str, payer: str) -> None:
     """Rule 11a: the fee payer pays for two signatures at most, its own and the transfer authority's."""
-    required = tx.message.header.num_required_signatures
-    signers = {str(key) for key in list(tx.message.account_keys)[:required]}
+    signers = set(required_signers)
     if not signers <= {fee_payer, payer}:
         others = ", ".join(sorted(signers - {fee_payer, payer}))
         raise PaymentRuleError(
@@ -292,11 +296,12 @@ def _check_signers(tx: VersionedTransaction, fee_payer: str, payer: str) -> None
         )
 
 
-def _check_client_signatures(tx: VersionedTransaction, payer: str, message: bytes | None = None) -> None:
+def _check_client_signatures(tx: VersionedTransaction, tx_message: Message | MessageV0, required: int, payer: str,
+                             message: bytes | None = None) -> None:
     """Rule 11: the authority signs, and every signer but the fee payer carries a verifying signature. This is
-    the one check of the client's signatures in a verify: the simulation trusts it (docs/performance.md)."""
-    required = tx.message.header.num_required_signatures
-    signers = list(tx.message.account_keys)[:required]
+    the one check of the client's signatures in a verify: the simulation trusts it (docs/performance.md).
+    `tx_message`: `tx.message`, `required` its header's count of signatures."""
+    signers = list(tx_message.account_keys)[:required]
     if payer not in {str(key) for key in signers}:
         raise PaymentRuleError(
             Code.INVALID_PAYLOAD,

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
-from solders.message import MessageV0, to_bytes_versioned
+from solders.message import Message, MessageV0, to_bytes_versioned
 from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.transaction import SanitizeError, VersionedTransaction
@@ -86,19 +86,21 @@ def signed_message(wire: bytes) -> bytes:
 
 def lookup_tables(tx: VersionedTransaction) -> tuple[str, ...]:
     """The address-lookup-table accounts a v0 message references; `()` for a legacy message."""
-    if not isinstance(tx.message, MessageV0):
+    message = tx.message  # a copy at every read
+    if not isinstance(message, MessageV0):
         return ()
-    return tuple(str(lookup.account_key) for lookup in tx.message.address_table_lookups)
+    return tuple(str(lookup.account_key) for lookup in message.address_table_lookups)
 
 
-def resolve_accounts(tx: VersionedTransaction, loaded: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
-    """Static keys, then writable loaded addresses (tables in order), then readonly ones, as Solana does."""
-    static = tuple(map(str, tx.message.account_keys))
-    if not isinstance(tx.message, MessageV0):
+def resolve_accounts(message: Message | MessageV0, loaded: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """Static keys, then writable loaded addresses (tables in order), then readonly ones, as Solana does.
+    `message`: the transaction's (`tx.message`, which solders copies at every read: read it once)."""
+    static = tuple(map(str, message.account_keys))
+    if not isinstance(message, MessageV0):
         return static
     writable: list[str] = []
     readonly: list[str] = []
-    for lookup in tx.message.address_table_lookups:
+    for lookup in message.address_table_lookups:
         table = str(lookup.account_key)
         if table not in loaded:
             raise PaymentRuleError(Code.INVALID_PAYLOAD, f"address lookup table {table} could not be loaded")
@@ -107,15 +109,13 @@ def resolve_accounts(tx: VersionedTransaction, loaded: Mapping[str, Sequence[str
     return (*static, *writable, *readonly)
 
 
-def resolve_instructions(
-    tx: VersionedTransaction, loaded: Mapping[str, Sequence[str]]
-) -> tuple[ResolvedInstruction, ...]:
-    """The message's instructions with addresses in place of indexes; `tx` must be well formed."""
-    accounts = resolve_accounts(tx, loaded)
+def resolve_instructions(message: Message | MessageV0, accounts: Sequence[str]) -> tuple[ResolvedInstruction, ...]:
+    """The message's instructions with addresses in place of indexes (`accounts`: its `resolve_accounts`); the
+    transaction must be well formed."""
     return tuple(
         ResolvedInstruction(accounts[ix.program_id_index], tuple(map(accounts.__getitem__, bytes(ix.accounts))),
                             bytes(ix.data))
-        for ix in tx.message.instructions
+        for ix in message.instructions
     )
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
@@ -30,15 +30,22 @@ class Requirements:
         return memo if isinstance(memo, str) and memo else None
 
     @cached_property  # the fields are frozen; `extra` (for its memo) is never changed after validation
-    def digest(self) -> str:
+    def terms(self) -> tuple[str, ...]:
         """What a payment is bound to: a retry presenting other terms is not the same payment."""
-        terms = [self.scheme, self.network, str(self.amount), self.asset, self.pay_to]
-        if self.memo is not None:
-            terms.append(self.memo)
-        return hashlib.sha256(json.dumps(terms).encode()).hexdigest()
+        memo = self.memo
+        terms = (self.scheme, self.network, str(self.amount), self.asset, self.pay_to)
+        return terms if memo is None else (*terms, memo)
+
+    @cached_property
+    def digest(self) -> str:
+        """The SHA-256 of the terms as `json.dumps` writes them in an array, recorded with a payment; each string
+        written by the encoder's own function, without making an encoder (~2 of ~3 µs)."""
+        array = "[" + ", ".join(map(encode_basestring_ascii, self.terms)) + "]"  # json.dumps(list(self.terms))
+        return hashlib.sha256(array.encode()).hexdigest()
 
     def same_terms(self, other: Requirements) -> bool:
-        return self.digest == other.digest
+        """Equal terms, which is equal digests (the JSON array of strings is one-to-one), without hashing."""
+        return self.terms == other.terms
 
 
 @dataclass(frozen=True)

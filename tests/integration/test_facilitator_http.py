@@ -3,6 +3,9 @@ reached by a real signed transaction or a real malformed body, with its status a
 
 from __future__ import annotations
 
+import json
+
+import falcon
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
@@ -333,3 +336,12 @@ def test_an_operator_can_raise_one_merchants_limit(gateway):
     gateway.container.merchants.set_rate_limit("acme", 150)
     statuses = [gateway.client.simulate_get("/supported", headers=gateway.headers).status_code for _ in range(151)]
     assert statuses[:150] == [200] * 150 and statuses[150] == 429
+
+
+@EMBEDDED
+def test_answers_are_written_by_the_one_json_encoder(gateway):
+    from interfaces.http.facilitator.app import JSON_ANSWERS
+
+    assert gateway.client.app.resp_options.media_handlers[falcon.MEDIA_JSON] is JSON_ANSWERS
+    answer = gateway.client.simulate_post("/verify", json=gateway.body(), headers=gateway.headers)
+    assert answer.status_code == 200 and answer.text == json.dumps(answer.json, ensure_ascii=False)

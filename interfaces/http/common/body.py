@@ -74,8 +74,9 @@ def parse_json(raw: bytes) -> Any:
     if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and depth(value) > MAX_JSON_DEPTH:
         raise _too_deep()
     # A lone surrogate ("\ud800", or its bytes let through by surrogatepass) is no Unicode text: it has no UTF-8
-    # form, so nothing holding it could be stored or answered. Only a body with such an escape or byte is checked.
-    if (b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw) and not _is_text(value):
+    # form, so nothing holding it could be stored or answered. Only a body with such an escape or byte is checked;
+    # a body without a backslash has no escape (one byte search each, instead of two substring searches).
+    if (b"\xed" in raw or (b"\\" in raw and (b"\\ud" in raw or b"\\uD" in raw))) and not _is_text(value):
         raise WireError(Code.INVALID_PAYLOAD, message="the body is not valid JSON: a string holds a lone surrogate, "
                                                       "which is not Unicode text")
     return value

@@ -71,9 +71,13 @@ class MemoryWindows:
     One lock: exact under threads as under gevent."""
 
     SWEEP_SECONDS = 10.0
+    MAX_KEYS = 10_000  # window keys kept made (a bound: past it they are made again)
 
     def __init__(self) -> None:
         self._windows: dict[str, tuple[float, deque[float]]] = {}
+        # Each window's key and expiry as `limits` makes them (`key_for`, `get_expiry`: ~2 µs a window), kept per
+        # item and identifiers (and namespace, which items' equality leaves out and their keys do not).
+        self._keys: dict[tuple[str, RateLimitItem, Sequence[str]], tuple[str, int]] = {}
         self._lock = threading.Lock()
         self._next_sweep = time.time() + self.SWEEP_SECONDS
 
@@ -94,7 +98,12 @@ class MemoryWindows:
         return None
 
     def _hits(self, item: RateLimitItem, identifiers: Sequence[str], now: float) -> deque[float]:
-        key, expiry = item.key_for(*identifiers), item.get_expiry()
+        made = (item.namespace, item, identifiers)
+        if (known := self._keys.get(made)) is None:
+            if len(self._keys) >= self.MAX_KEYS:
+                self._keys.clear()
+            known = self._keys[made] = (item.key_for(*identifiers), item.get_expiry())
+        key, expiry = known
         window = self._windows.get(key)
         if window is None:
             window = self._windows[key] = (expiry, deque())

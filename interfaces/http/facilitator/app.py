@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import falcon
+import falcon.media
 
 from application.payments import Payments
 from application.ports import QueryCache
@@ -28,6 +30,10 @@ from projections.catalog import CatalogView
 from projections.payment_list import PaymentListView
 from projections.service_scopes import ServiceScopesView
 from projections.webhooks import WebhooksView
+
+# `resp.media` as falcon's default JSON handler writes it (`json.dumps(media, ensure_ascii=False)`), with one encoder
+# made once: `json.dumps` with an option makes a `JSONEncoder` per answer (half of its ~3.5 µs).
+JSON_ANSWERS = falcon.media.JSONHandler(dumps=json.JSONEncoder(ensure_ascii=False).encode)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ def create_app(c: Collaborators) -> falcon.App:
                              RateLimitMiddleware(limiter, c.trusted_proxies)]  # take no plain middleware list
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
+    app.resp_options.media_handlers[falcon.MEDIA_JSON] = JSON_ANSWERS
     verify, settle = VerifyResource(c.payments), SettleResource(c.payments)
     supported = SupportedResource(served, c.fee_payers, c.service_scopes)
     for prefix in ("", "/v1"):

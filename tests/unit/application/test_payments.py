@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import json
+import copy
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
+from uuid import UUID
 
 import pytest
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import Tracking
+from eventsourcing.system import Leader, RecordingEventReceiver
 from solders.hash import Hash
 from solders.keypair import Keypair
 from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 
-from application.errors import KeyEnvironmentError
+from application.errors import DuplicateRequestError, KeyEnvironmentError
 from application.payments import Payments
 from application.ports import ChainUnavailableError, Confirmation, SignatureStatus, Simulation, SubmissionError
 from application.verifying import receive
@@ -526,26 +529,59 @@ def _payment_and_claim(key: str) -> tuple[Payment, Claim]:
     return aggregate, Claim(kind=ClaimKind.TRANSACTION, subject=f"tx-{key}", payment_id=str(aggregate.id))
 
 
-def test_a_save_is_the_librarys_and_records_all_of_a_request_or_none():
-    """`Payments` saves with the library's public `Application.save` (no override calling its internals): the
-    payment and its request's claims in one `insert_events`, so a claim already taken stops the payment too."""
+def _notifications(app: Application[Any]) -> list[tuple[Any, ...]]:
+    return [(n.id, n.originator_id, n.originator_version, n.topic, n.state)
+            for n in app.recorder.select_notifications(start=1, limit=10)]
+
+
+def test_a_payment_store_save_records_what_the_librarys_save_does_all_of_a_request_or_none():
+    """`PaymentStore.save` puts the events of the payment and of its request's claims in the event store (the
+    library's public `EventStore.put`; `Payments.save` stays the library's own): the very notifications
+    `Application.save` records, in one `insert_events`, so a claim already taken stops the payment too."""
     assert Payments.save is Application.save
-    ours = Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    library, ours = (Payments({"PERSISTENCE_MODULE": "eventsourcing.popo"}) for _ in range(2))
     payment_, claim = _payment_and_claim("k1")
-    recordings = ours.save(payment_, claim)
-    assert [r.notification.id for r in recordings] == [1, 2, 3]
-    stored = [(s.originator_id, s.originator_version, s.topic.rsplit(".", 1)[-1], json.loads(s.state).get("kind"))
-              for s in ours.recorder.select_notifications(start=1, limit=10)]
-    assert stored == [(payment_.id, 1, "Received", None), (payment_.id, 2, "Approved", None),
-                      (claim.id, 1, "Made", ClaimKind.TRANSACTION.value)]
+    twins = copy.deepcopy((payment_, claim))  # the same pending events, timestamps included
+    library.save(payment_, claim)
+    ours._store.save(twins[0], SimpleNamespace(claims=[twins[1]]))
+    assert _notifications(ours) == _notifications(library)
+    assert [n[3].rsplit(".", 1)[-1] for n in _notifications(ours)] == ["Received", "Approved", "Made"]
 
     payment_, _ = _payment_and_claim("k2")
     _, taken = _payment_and_claim("k1")  # the claim k1's payment holds: its id exists
-    with pytest.raises(IntegrityError):
-        ours.save(payment_, taken)
+    with pytest.raises(DuplicateRequestError):
+        ours._store.save(payment_, SimpleNamespace(claims=[taken]))
     with pytest.raises(AggregateNotFoundError):
         ours.repository.get(payment_.id)
     assert ours.recorder.max_notification_id() == 3
+
+
+def test_a_payment_store_over_a_snapshotting_application_saves_with_the_librarys_save():
+    """What `insert_events` alone would skip: an application that snapshots (or caches aggregates) is saved by
+    `save`, and so is one whose `save` is its own, a `Leader` prompting its followers."""
+
+    class SnapshottingPayments(Payments):
+        snapshotting_intervals = {Payment: 2}
+
+    app = SnapshottingPayments({"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    payment_, _ = _payment_and_claim("k1")
+    app._store.save(payment_)
+    assert app.snapshots is not None and [s.originator_version for s in app.snapshots.get(payment_.id)] == [2]
+
+    class LeadingPayments(Payments, Leader[UUID]):
+        pass
+
+    class Follower(RecordingEventReceiver[UUID]):
+        def __init__(self) -> None:
+            self.received: list[int] = []
+
+        def receive_recording_event(self, new_recording_event: Any) -> None:
+            self.received += [r.notification.id for r in new_recording_event.recordings]
+
+    leader, follower = LeadingPayments({"PERSISTENCE_MODULE": "eventsourcing.popo"}), Follower()
+    leader.lead(follower)
+    leader._store.save(_payment_and_claim("k2")[0])
+    assert follower.received == [1, 2]
 
 
 def test_the_same_transaction_presented_with_other_terms_is_refused_not_replayed(payments):

@@ -74,3 +74,13 @@ def test_a_chunked_body_on_a_server_that_does_not_terminate_the_stream_is_411(cl
 def test_an_empty_body_without_length_is_not_json(client):
     result = post(client, b"")
     assert result.status_code == 400 and result.json["error"] == "invalid_payload"
+
+
+@pytest.mark.parametrize(("raw", "text"), [
+    (b'{"a": "\\ud800"}', False), (b'{"a": "x\\uDFFFy"}', False), (b'{"a": "\xed\xa0\x80"}', False),  # raw bytes
+    (b'{"a": "\\u00e9 \\"q\\" \\\\ud800"}', True),  # escapes, and an escaped backslash before "ud800": text
+    (b'{"a": "\\ud83d\\ude00"}', True), (b'{"a": "\xf0\x9f\x98\x80 \xc3\xa9"}', True), (b'{"a": "plain"}', True),
+])
+def test_a_lone_surrogate_escaped_or_raw_is_invalid_payload_and_any_other_text_reads(client, raw, text):
+    answer = post(client, raw)
+    assert (answer.status_code, answer.json.get("error")) == ((200, None) if text else (400, "invalid_payload"))

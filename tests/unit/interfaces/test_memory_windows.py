@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from limits import parse, storage, strategies
+from limits import RateLimitItemPerSecond, parse, storage, strategies
 
 from interfaces.http.common.ratelimit import MemoryWindows, RateLimited, RateLimiter
 
@@ -105,3 +105,19 @@ def test_the_limiter_on_memory_refuses_with_the_seconds_until_a_slot_frees(clock
     with pytest.raises(RateLimited) as spent:
         limiter.admit_key("203.0.113.5", "k2", None)
     assert spent.value.scope == "auth" and spent.value.retry_after == 60
+
+
+def test_window_keys_are_the_librarys_per_namespace_and_past_their_bound_made_again(clock):
+    ours = MemoryWindows()
+    ours.MAX_KEYS = 3
+    per_second, elsewhere = parse("1/second"), RateLimitItemPerSecond(1, namespace="ELSEWHERE")
+    assert per_second == elsewhere and per_second.key_for("k") != elsewhere.key_for("k")
+    assert ours.admit((per_second, ("key", "k1"), True)) is None
+    assert ours.admit((elsewhere, ("key", "k1"), True)) is None  # equal items, another namespace: its own window
+    assert ours.admit((per_second, ("key", "k1"), True)) == (0, 1)
+    for other in ("k2", "k3", "k4", "k5"):  # the kept keys pass their bound and are dropped
+        assert ours.admit((per_second, ("key", other), True)) is None
+    assert len(ours._keys) <= ours.MAX_KEYS
+    assert ours.admit((per_second, ("key", "k1"), True)) == (0, 1)  # the window itself is still there
+    clock.now += 1.01
+    assert ours.admit((per_second, ("key", "k1"), True)) is None

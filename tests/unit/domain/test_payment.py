@@ -1,0 +1,53 @@
+"""`Payment.receive`: the payment `Payment(...)` makes, from the library's public parts."""
+
+from __future__ import annotations
+
+from eventsourcing.application import Application
+from eventsourcing.utils import get_topic
+
+from domain.payment import Payment, PaymentState
+
+TERMS = dict(idempotency_key="k" * 64, client_id="merchant:acme", network="solana:devnet", asset="A" * 44,
+             amount=1_000, pay_to="P" * 44, terms_digest="d" * 64, client_signature="s" * 88,
+             extensions={"bazaar": {"info": {}}}, resource={"url": "https://example.com/a"})
+
+
+def _without_times(state: dict) -> dict:
+    return {k: v for k, v in state.items() if k not in ("timestamp", "_created_on", "_modified_on", "_pending_events")}
+
+
+def test_receive_makes_the_payment_and_the_event_the_librarys_constructor_makes():
+    for terms in (TERMS, {**TERMS, "max_timeout_seconds": 5, "message_hash": "m" * 64}):
+        made, received = Payment(**terms), Payment.receive(**terms)
+        assert type(received) is Payment and received.state is PaymentState.RECEIVED
+        assert _without_times(vars(received)) == _without_times(vars(made))
+        [event], [library_event] = received.collect_events(), made.collect_events()
+        assert type(event) is type(library_event)
+        assert _without_times(vars(event)) == _without_times(vars(library_event))
+        assert event.originator_topic == get_topic(Payment) and event.originator_id == made.id
+
+
+def test_a_received_payment_is_stored_and_replayed_as_one_the_constructor_made():
+    app = Application[object]({"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    payment = Payment.receive(**TERMS)
+    payment.approve("payer", "fee-payer", "blockhash")
+    app.save(payment)
+    replayed = app.repository.get(payment.id)
+    assert _without_times(vars(replayed)) == _without_times(vars(payment))
+    assert (replayed.version, replayed.state, replayed.payer) == (2, PaymentState.APPROVED, "payer")
+
+
+def test_approve_and_reject_record_what_their_decorated_methods_record():
+    """`approve`/`reject` trigger the class the `@event` decorator made: the same event and state as calling the
+    decorated `_approve`/`_reject` (which is what a replay runs)."""
+    for command, decorated, name, args in [
+        ("approve", "_approve", "Approved", dict(payer="payer", fee_payer="fee-payer", blockhash="blockhash")),
+        ("reject", "_reject", "Rejected", dict(reason="r", message="m", payer=None, details={"logs": ["a"]})),
+    ]:
+        ours, theirs = Payment.receive(**TERMS), Payment.receive(**TERMS)
+        getattr(ours, command)(**args)
+        getattr(theirs, decorated)(**args)
+        assert _without_times(vars(ours)) == _without_times(vars(theirs))
+        event, library_event = ours.collect_events()[1], theirs.collect_events()[1]
+        assert type(event) is type(library_event) and type(event).__qualname__ == f"Payment.{name}"
+        assert _without_times(vars(event)) == _without_times(vars(library_event))
