@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.domain import Aggregate, event
+from eventsourcing.domain import Aggregate, event, get_topic  # eventsourcing.utils' get_topic, as domain.py uses it
 
 from domain.errors import PaymentStateError
 from domain.idempotency import payment_id
@@ -247,4 +247,4 @@ class Payment(Aggregate):
         return self.state is PaymentState.SUBMITTED
 
 
-_TOPIC = f"{Payment.__module__}:{Payment.__qualname__}"  # the topic the library gives the class (it sets no TOPIC)
+_TOPIC = get_topic(Payment)  # the class's topic as the library writes it in a created event (registered names too)
