@@ -44,6 +44,21 @@ CHAIN_ERRORS = Counter(
 )
 
 
+# A metric's child per label values, as `labels()` returns it (it keeps them too, behind a lock and a tuple of the
+# values made each call): the values come from bounded sets (methods, route templates, statuses, operations, reason
+# codes, networks and chain methods), so this holds as many entries as the metrics do.
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def child(metric: Any, *labels: str) -> Any:
+    """`metric.labels(*labels)`, looked up once per label values (the request path records several a request)."""
+    key = (metric, *labels)
+    found = _children.get(key)
+    if found is None:
+        found = _children[key] = metric.labels(*labels)
+    return found
+
+
 def method_label(method: str) -> str:
     """The request method as a metric label: one of METHODS, else "other"."""
     return method if method in METHODS else OTHER_METHOD

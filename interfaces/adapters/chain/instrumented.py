@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from application.ports import ChainUnavailableError, SignatureStatus, Simulation, SubmissionError
 from domain.networks import network as known_network
-from interfaces.runtime.metrics_registry import CHAIN_DURATION, CHAIN_ERRORS
+from interfaces.runtime.metrics_registry import CHAIN_DURATION, CHAIN_ERRORS, child
 
 T = TypeVar("T")
 
@@ -23,7 +23,6 @@ class InstrumentedChain:
 
     def __init__(self, caip2: str, inner: Any) -> None:
         self.inner, self.network = inner, network_label(caip2)
-        self._durations: dict[str, Any] = {}  # method -> its histogram child, as `labels` returns it (it keeps it)
 
     def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
         return self._timed("simulate", self.inner.simulate, transaction, signatures_verified=signatures_verified)
@@ -66,10 +65,7 @@ class InstrumentedChain:
             CHAIN_ERRORS.labels(self.network, method, type(other).__name__).inc()
             raise
         finally:
-            duration = self._durations.get(method)
-            if duration is None:
-                duration = self._durations[method] = CHAIN_DURATION.labels(self.network, method)
-            duration.observe(time.perf_counter() - started)
+            child(CHAIN_DURATION, self.network, method).observe(time.perf_counter() - started)
 
 
 def instrument_chains(chains: Any) -> Any:

@@ -20,7 +20,14 @@ from typing import Any
 import falcon
 
 from domain.clients import ANONYMOUS_ID, merchant_of
-from interfaces.runtime.metrics_registry import PAYMENT_DURATION, PAYMENT_OUTCOMES, RATE_LIMITED, REQUESTS, method_label
+from interfaces.runtime.metrics_registry import (
+    PAYMENT_DURATION,
+    PAYMENT_OUTCOMES,
+    RATE_LIMITED,
+    REQUESTS,
+    child,
+    method_label,
+)
 from interfaces.runtime.observability import JsonFormatter, json_line, timestamp
 
 REQUEST_ID = "X-Request-Id"
@@ -76,15 +83,15 @@ class RequestLogMiddleware:
         rid = getattr(req.context, "request_id", None) or request_id(req)
         resp.set_header(REQUEST_ID, rid)
         route, status = req.uri_template or UNMATCHED, resp.status_code
-        _child(REQUESTS, method_label(req.method), route, str(status)).inc()
+        child(REQUESTS, method_label(req.method), route, str(status)).inc()
         operation = getattr(resource, "operation", None)
         media = resp.media if resp.data is None and resp.text is None else None
         result = outcome(operation, media) if operation in ("verify", "settle") else None
         if operation in ("verify", "settle"):
-            _child(PAYMENT_DURATION, operation).observe(elapsed)
+            child(PAYMENT_DURATION, operation).observe(elapsed)
             if result is not None:
                 replayed = "true" if resp.get_header("Idempotent-Replayed") else "false"
-                _child(PAYMENT_OUTCOMES, operation, *result, replayed).inc()
+                child(PAYMENT_OUTCOMES, operation, *result, replayed).inc()
         if status == 429:
             scope = getattr(req.context, "rate_limit_scope", None)
             if scope not in ("key", "ip", "auth"):
@@ -136,19 +143,6 @@ def _only_json_handler(level: int) -> logging.StreamHandler | None:
             or type(handler.formatter) is not JsonFormatter or not handler.formatter.redacts):
         return None
     return handler
-
-
-# A metric's child per label values, as `labels()` returns it (it keeps them too): the values come from bounded sets
-# (methods, route templates, statuses, operations, reason codes), so this holds as many entries as the metrics do.
-_children: dict[tuple[Any, ...], Any] = {}
-
-
-def _child(metric: Any, *labels: str) -> Any:
-    key = (metric, *labels)
-    child = _children.get(key)
-    if child is None:
-        child = _children[key] = metric.labels(*labels)
-    return child
 
 
 def _error_code(media: object) -> str | None:
