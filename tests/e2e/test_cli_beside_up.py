@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ from solders.keypair import Keypair
 
 from interfaces.config import RUNNING_STACK
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
-from tests.e2e.test_up_lifecycle import PAYWARDEN, start_up, up_env
+from tests.e2e.test_up_lifecycle import PAYWARDEN, signalled, start_up, up_env
 
 pytestmark = pytest.mark.slow
 
@@ -71,10 +70,7 @@ def test_the_cli_beside_up_prints_what_up_serves_and_up_stops_within_2_seconds(t
         assert "1 settled payment(s) checked against the chain; 0 problem(s)" in chain.stderr
         # the password link above replaced no password: the printed one still logs in
         assert console_logs_in(info)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=30)
-        took = time.monotonic() - sent
+        code, took = signalled(process, signal.SIGTERM)
     finally:
         if process.poll() is None:
             process.kill()

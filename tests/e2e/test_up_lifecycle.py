@@ -116,6 +116,21 @@ def wait_for_line(stream, needle: str, timeout: float = 90) -> str:
     pytest.fail(f"no line with {needle!r}")
 
 
+def signalled(process: subprocess.Popen, sig: int) -> tuple[int, float]:
+    """`sig` sent to `up`: its exit status and the seconds it took to exit."""
+    sent = time.monotonic()
+    process.send_signal(sig)
+    code = process.wait(timeout=30)
+    return code, time.monotonic() - sent
+
+
+def assert_none_left(family: set[int], marker: str) -> None:
+    """No process of `up`'s family, nor any carrying its marker (whenever started), is left, not even a zombie."""
+    time.sleep(0.1)
+    left = {pid: processes().get(pid) for pid in family | carrying(marker)}
+    assert not {pid: state for pid, state in left.items() if state is not None}, "processes survived"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("moment", ["importing", "starting", "gunicorn-booting", "ready"])
 def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path, sig, moment):
@@ -132,10 +147,7 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
         else:
             assert json.loads(process.stdout.readline())["demo_url"]
         family = descendants(process.pid)
-        sent = time.monotonic()
-        process.send_signal(sig)
-        code = process.wait(timeout=30)
-        took = time.monotonic() - sent
+        code, took = signalled(process, sig)
     finally:
         if process.poll() is None:
             process.kill()
@@ -143,9 +155,7 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
     assert took < 3.0, f"stopped {took:.2f} s after {sig.name}"
     # 0 once `up` handles the signal; 130 (main) or killed by it (default action) while Python still imports.
     assert code in (0, 130, -sig) and "Traceback" not in err, err[-2000:]
-    time.sleep(0.1)
-    left = {pid: processes().get(pid) for pid in family | carrying(marker)}
-    assert not {pid: state for pid, state in left.items() if state is not None}, "processes survived"
+    assert_none_left(family, marker)
 
 
 def test_up_killed_with_sigkill_leaves_no_process_behind(tmp_path):
@@ -255,10 +265,7 @@ def test_up_with_two_workers_stops_within_3_seconds_with_its_localnet_in_use(tmp
         kept.sendall(b"GET /health HTTP/1.1\r\nHost: localnet\r\n\r\n")
         assert kept.recv(4096).startswith(b"HTTP/1.1 200 OK")
         family = descendants(process.pid)
-        sent = time.monotonic()
-        process.send_signal(sig)
-        code = process.wait(timeout=30)
-        took = time.monotonic() - sent
+        code, took = signalled(process, sig)
     finally:
         if process.poll() is None:
             process.kill()
@@ -267,6 +274,4 @@ def test_up_with_two_workers_stops_within_3_seconds_with_its_localnet_in_use(tmp
     assert code == 0 and "Traceback" not in err, err[-2000:]
     assert kept.recv(1) == b""  # closed, not left hanging
     kept.close()
-    time.sleep(0.1)
-    left = {pid: processes().get(pid) for pid in family | carrying(marker)}
-    assert not {pid: state for pid, state in left.items() if state is not None}, "processes survived"
+    assert_none_left(family, marker)
