@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from interfaces.cli.bench import Report, drive, run_clients
 from interfaces.cli.bench_history import _queries
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A local HTTP server answering with `handler`, on a thread, for the block: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
 
 
 def test_the_clients_run_at_once_and_the_report_holds_their_wall_time():
@@ -43,13 +56,9 @@ class _Catalog(BaseHTTPRequestHandler):
 
 
 def test_the_discovery_queries_count_every_answer_by_status():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Catalog)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        paths = ["/discovery/resources?limit=1"] * 7 + ["/elsewhere"] * 3
-        report = _queries({"base_url": f"http://127.0.0.1:{server.server_port}"}, paths, 3)
-    finally:
-        server.shutdown()
+    paths = ["/discovery/resources?limit=1"] * 7 + ["/elsewhere"] * 3
+    with serving(_Catalog) as base_url:
+        report = _queries({"base_url": base_url}, paths, 3)
     assert dict(report.answers) == {"200": 7, "404": 3}
     assert len(report.latencies_ms) == 10 and report.seconds > 0
 
@@ -71,13 +80,9 @@ class _Verifier(BaseHTTPRequestHandler):
 
 def test_drive_counts_the_answers_each_client_got():
     """What shows a server passing connections over: the spread of answers per client, beside the percentiles."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Verifier)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        report = drive([b"{}"] * 30, base_url=f"http://127.0.0.1:{server.server_port}", api_key="k", op="verify",
-                       concurrency=3, timeout=5, progress=False)
-    finally:
-        server.shutdown()
+    with serving(_Verifier) as base_url:
+        report = drive([b"{}"] * 30, base_url=base_url, api_key="k", op="verify", concurrency=3, timeout=5,
+                       progress=False)
     assert report.answers == {"200 valid": 30}
     assert len(report.per_client) == 3 and sum(report.per_client) == 30
     figures = report.as_dict()
