@@ -59,8 +59,11 @@ class Chain(Protocol):
         """
         ...
 
-    def send(self, transaction: bytes) -> str:
-        """Broadcast a fully signed transaction; return its signature. Raises `SubmissionError`."""
+    def send(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
+        """Broadcast a fully signed transaction; return its signature. Raises `SubmissionError`.
+
+        `signatures_verified` as for `simulate`: an adapter may skip verifying the signatures in its preflight and
+        execution (the in-process sandbox does); a node verifies them anyway."""
         ...
 
     def signature_status(self, signature: str) -> SignatureStatus: ...

@@ -79,7 +79,7 @@ def _broadcast(ctx: Context, payment: Payment, request: PaymentRequest) -> Settl
     payment.submit(signature, exact.fee_payer, exact.blockhash, base64.b64encode(signed).decode(), request.request_key)
     ctx.store.save(payment, request)
     try:
-        request.chain.send(signed)
+        request.chain.send(signed, signatures_verified=True)  # as `evaluate` simulated it: every signature known good
     except SubmissionError as refused:
         # A refusal fails the payment only if the chain has not got this very transaction: "already processed"
         # means another copy of these bytes landed first, and its outcome is the chain's, not this refusal's.

@@ -397,9 +397,9 @@ class DurableSends:
     def __init__(self, inner: Any, barrier: Callable[[], None]) -> None:
         self.inner, self._barrier = inner, barrier
 
-    def send(self, transaction: bytes) -> str:
+    def send(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
         self._barrier()
-        return self.inner.send(transaction)
+        return self.inner.send(transaction, signatures_verified=signatures_verified)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

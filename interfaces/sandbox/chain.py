@@ -170,15 +170,17 @@ class Sandbox:
                 return _outcome(tx, result.meta(), None)
             return _outcome(tx, result.meta(), None, accounts={str(k): a for k, a in result.post_accounts()})
 
-    def send(self, tx: VersionedTransaction, *, preflight: bool = True) -> Outcome:
-        """Submit as `sendTransaction`: with preflight, a failing simulation refuses it before it lands."""
+    def send(self, tx: VersionedTransaction, *, preflight: bool = True, sig_verify: bool = True) -> Outcome:
+        """Submit as `sendTransaction`: with preflight, a failing simulation refuses it before it lands.
+        `sig_verify=False` (an in-process caller that verified or made every signature) skips the signature check
+        and nothing else, as for `simulate`."""
         with self.lock:
             if preflight:
-                simulated = self.simulate(tx, accounts=False)
+                simulated = self.simulate(tx, sig_verify=sig_verify, accounts=False)
                 if not simulated.ok:
                     return simulated
-            # The preflight has just checked the signatures, under this lock.
-            return self._process(tx, sig_verify=not preflight)
+            # The preflight has just checked the signatures, under this lock (or they were known good).
+            return self._process(tx, sig_verify=sig_verify and not preflight)
 
     @property
     def transaction_count(self) -> int:

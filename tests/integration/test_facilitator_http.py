@@ -208,9 +208,9 @@ def test_a_transaction_whose_blockhash_expires_before_the_broadcast_is_submissio
     chain = gateway.container.chains.by_network[DEVNET.caip2]
     send = chain.send
 
-    def send_late(transaction: bytes) -> str:
+    def send_late(transaction: bytes, **flags: bool) -> str:
         gateway.sandbox.advance(200)  # the cluster moves on between simulation and broadcast
-        return send(transaction)
+        return send(transaction, **flags)
 
     chain.send = send_late
     status, body = settle(gateway, gateway.body())

@@ -158,12 +158,36 @@ def test_with_signatures_verified_the_simulation_skips_only_the_signature_checks
     assert chain.simulate(bytes(forged)).error_code == "SignatureFailure"
     assert chain.simulate(bytes(unfunded), signatures_verified=True).error_code == "InstructionError"
     with pytest.raises(SubmissionError, match="signature verification failure"):
-        chain.send(bytes(forged))  # a broadcast always verifies
+        chain.send(bytes(forged))  # a broadcast verifies unless its caller says it did
     chain.send(bytes(tx))
     assert chain.simulate(bytes(tx), signatures_verified=True).error_code == "AlreadyProcessed"
     old = pay(sandbox, wallets, USDC - 1)
     sandbox.advance(145)
     assert chain.simulate(bytes(old), signatures_verified=True).error_code == "BlockhashNotFound"
+
+
+def test_with_signatures_verified_a_send_skips_only_the_signature_checks(sandbox, chain, wallets):
+    """A settle's broadcast (its client's signature verified by the exact inspection, the fee payer's made by
+    Paywarden) skips the signature checks of the preflight and the execution, and nothing else: a payer short of
+    funds, a second landing and an expired blockhash are still refused before anything lands."""
+    tx = pay(sandbox, wallets, USDC)
+    unfunded = pay(sandbox, wallets, 6 * USDC)
+    forged = VersionedTransaction.populate(unfunded.message, [unfunded.signatures[0],
+                                                              Keypair().sign_message(b"other")])
+    before = balances(sandbox, wallets)
+
+    for refused in (unfunded, forged):  # the forged signature passes; the preflight still refuses the amount
+        with pytest.raises(SubmissionError, match="custom program error|insufficient"):
+            chain.send(bytes(refused), signatures_verified=True)
+    assert balances(sandbox, wallets) == before and sandbox.transaction(str(unfunded.signatures[0])) is None
+    assert chain.send(bytes(tx), signatures_verified=True) == str(tx.signatures[0])
+    assert balances(sandbox, wallets)[:2] == (before[0] - USDC, before[1] + USDC)
+    with pytest.raises(SubmissionError, match="already been processed"):
+        chain.send(bytes(tx), signatures_verified=True)
+    old = pay(sandbox, wallets, USDC - 1)
+    sandbox.advance(160)
+    with pytest.raises(SubmissionError, match="[Bb]lockhash not found"):
+        chain.send(bytes(old), signatures_verified=True)
 
 
 def test_litesvm_checks_nothing_but_signatures_with_its_verification(sandbox, wallets):

@@ -199,9 +199,9 @@ def test_the_cache_projection_writes_exactly_what_payments_replays(tmp_path: Pat
         assert g.post("/verify", bodies["recipient mismatch, then settled"]).status_code == 400
         assert g.post("/settle", bodies["recipient mismatch, then settled"]).status_code == 400
 
-        def send_late(transaction: bytes) -> str:
+        def send_late(transaction: bytes, **flags: bool) -> str:
             sandbox.advance(200)  # the blockhash expires between simulation and broadcast
-            return send(transaction)
+            return send(transaction, **flags)
 
         chain.send = send_late
         assert g.post("/settle", bodies["settled, submission failed"]).json["errorReason"] == Code.SUBMISSION_FAILED

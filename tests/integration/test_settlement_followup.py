@@ -27,7 +27,7 @@ def pending_settle(gateway: Gateway, body: dict, *, send: bool = True):
     status, real_send = chain.signature_status, chain.send
     chain.signature_status = lambda signature: SignatureStatus(Confirmation.PENDING)
     if not send:  # the broadcast is lost on the way: nothing reaches the chain
-        chain.send = lambda transaction: "lost"
+        chain.send = lambda transaction, **flags: "lost"
     payments = gateway.container.payments
     settings = payments._settings
     payments._settings = type(settings)(confirmation_budget_seconds=0.1, confirmation_poll_seconds=0.05)
@@ -113,7 +113,7 @@ def test_a_settle_in_progress_in_the_api_worker_is_never_followed_up_by_the_proj
     body, real_send = gateway.body(), chain.send
     key, sent_by_another = payment_key(gateway.container, gateway.api_key, body), []
 
-    def stalled_send(transaction: bytes) -> str:
+    def stalled_send(transaction: bytes, **flags: bool) -> str:
         signature = gateway.container.payments.get_payment(key).signature
         stop = threading.Event()
         running = threading.Thread(target=workers.run, args=(worker, (), stop), daemon=True)
@@ -129,7 +129,7 @@ def test_a_settle_in_progress_in_the_api_worker_is_never_followed_up_by_the_proj
             stop.set()
             running.join(10)
         sent_by_another.append(sandbox.transaction(signature) is not None)
-        return real_send(transaction)
+        return real_send(transaction, **flags)
 
     chain.send = stalled_send
     try:

@@ -27,8 +27,8 @@ class InstrumentedChain:
     def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
         return self._timed("simulate", self.inner.simulate, transaction, signatures_verified=signatures_verified)
 
-    def send(self, transaction: bytes) -> str:
-        return self._timed("send", self.inner.send, transaction)
+    def send(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
+        return self._timed("send", self.inner.send, transaction, signatures_verified=signatures_verified)
 
     def signature_status(self, signature: str) -> SignatureStatus:
         return self._timed("signature_status", self.inner.signature_status, signature)

@@ -39,12 +39,14 @@ class LiteSvmChain:
         message = SIGNATURE_FAILURE if code == "SignatureFailure" else describe_error(outcome.err)
         return Simulation(False, message, code, outcome.logs)
 
-    def send(self, transaction: bytes) -> str:
+    def send(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
+        """With `signatures_verified`, the preflight simulation and the execution check all they check but the
+        signatures (as `simulate`)."""
         try:
             tx = VersionedTransaction.from_bytes(transaction)
         except ValueError as exc:
             raise SubmissionError(f"invalid transaction: {exc}") from None
-        outcome = self._sandbox.send(tx, preflight=True)
+        outcome = self._sandbox.send(tx, preflight=True, sig_verify=not signatures_verified)
         if not outcome.ok:
             raise SubmissionError(preflight_failure(outcome.err))
         return outcome.signature

@@ -181,9 +181,11 @@ class RpcChain:
         err, logs = result.get("err"), tuple(result.get("logs") or ())
         return Simulation(not err, describe_error(err) if err else "", error_code(err), logs)
 
-    def send(self, transaction: bytes) -> str:
+    def send(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
         """`sendTransaction` with the node's preflight, as solana-py's `send_raw_transaction` sends it (the same
-        body), over the lean transport, sent once (keepalive.py: a lost answer is a fault, never a second send)."""
+        body), over the lean transport, sent once (keepalive.py: a lost answer is a fault, never a second send).
+        The node verifies the signatures whatever `signatures_verified` says: `sendTransaction` has no option to
+        skip them."""
         request = SendRawTransaction(transaction, self._send_config)
         try:
             resp = self._call(lambda: self._lean.call(request, SendTransactionResp, retry=False), refusable=True)

@@ -40,6 +40,7 @@ class FakeChain:
         self.simulation = Simulation(ok=True)
         self.sent: list[bytes] = []
         self.simulated: list[bool] = []  # signatures_verified of each simulate
+        self.sent_verified: list[bool] = []  # signatures_verified of each send
         self.statuses: list[SignatureStatus] = []
         self.refuse: str | None = None
         self.blockhash_valid = True
@@ -49,7 +50,8 @@ class FakeChain:
         self.simulated.append(signatures_verified)
         return self.simulation
 
-    def send(self, transaction: bytes) -> str:
+    def send(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
+        self.sent_verified.append(signatures_verified)
         if self.refuse:
             raise SubmissionError(self.refuse)
         self.sent.append(transaction)
@@ -163,6 +165,8 @@ def test_a_settled_payment_reads_received_approved_submitted_confirmed(payments,
     assert outcome.success and outcome.payer == str(PAYER.pubkey()) and outcome.network == DEVNET.caip2
     assert history(payments, payload, requirements) == ["Received", "Approved", "SettlementSubmitted", "Confirmed"]
     assert len(chain.sent) == 1
+    # the broadcast is the transaction the settle's evaluation simulated: its signatures are known good
+    assert chain.simulated == [True] and chain.sent_verified == [True]
 
 
 def test_the_chain_simulates_the_co_signed_transaction_trusting_its_checked_signatures(payments, chain):
@@ -310,7 +314,7 @@ def test_one_transaction_settles_one_payment_when_the_first_broadcast_was_lost(p
     other = Client(id="merchant:2", registered=True, env=KeyEnv.TEST, capabilities=CLIENT.capabilities)
     payload, requirements = payment()
     real_send = chain.send
-    chain.send = lambda transaction: (_ for _ in ()).throw(ConnectionError("dropped"))
+    chain.send = lambda transaction, **flags: (_ for _ in ()).throw(ConnectionError("dropped"))
     with pytest.raises(ConnectionError):
         payments.settle(CLIENT, payload, requirements)
     chain.send = real_send

@@ -85,7 +85,7 @@ class Inner:
     def __init__(self, log: list[str]) -> None:
         self.log = log
 
-    def send(self, transaction: bytes) -> str:
+    def send(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
         self.log.append(f"send {transaction.hex()}")
         return "signature"
 
