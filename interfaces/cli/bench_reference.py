@@ -41,9 +41,11 @@ REFERENCE_ENV = "PAYWARDEN_REFERENCE_KEYS"  # "fee_payer.json,payer.json,pay_to.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--op", choices=("verify", "settle"), default="verify",
+    p.add_argument("--op", choices=("verify", "settle", "supported"), default="verify",
                    help="the operation compared (default verify); settle co-signs, broadcasts and confirms each "
-                        "payment on each side's sandbox chain")
+                        "payment on each side's sandbox chain; supported is a GET /supported per request, no "
+                        "payment: each side's HTTP server, framework and per-request work alone (a verify's CPU "
+                        "beyond it is the verify's own)")
     p.add_argument("--concurrency", type=int, default=32, help="concurrent clients (default 32)")
     p.add_argument("--requests", type=int, default=2000, help="payments per run (default 2000)")
     p.add_argument("--warmup", type=int, default=300, help="payments sent first to each, not counted (default 300)")
@@ -402,11 +404,15 @@ def run(args: argparse.Namespace) -> int:
             faucet(rpc_url, str(pw_payer.pubkey()), usdc_atomic=1000 * per_side, sol="1")
 
             def reference_bodies(count: int) -> list[bytes]:  # signed just before use: blockhashes expire
+                if args.op == "supported":
+                    return [b""] * count
                 blockhash = Hash.from_string(_get_json(ref_url + "/blockhash")["blockhash"])
                 return sign_payments(ref_payer, count, fee_payer=ref_fee_payer, network=ref_network,
                                      pay_to=ref_pay_to, amount=1000, blockhash=blockhash)
 
             def paywarden_bodies(count: int) -> list[bytes]:
+                if args.op == "supported":
+                    return [b""] * count
                 blockhash = Hash.from_string(rpc(rpc_url, "getLatestBlockhash")["value"]["blockhash"])
                 return sign_payments(pw_payer, count, fee_payer=kind["extra"]["feePayer"], network=kind["network"],
                                      pay_to=pay_to, amount=1000, blockhash=blockhash)
@@ -414,8 +420,10 @@ def run(args: argparse.Namespace) -> int:
             trips = (StoreTrips(args.postgres_url, args.database, args.redis_url) if args.stack == "postgres"
                      else None)
             store = "PostgreSQL + Redis" if args.stack == "postgres" else "the embedded store"
-            print(f"{args.op}, {args.concurrency} clients, {args.requests} payments per run (each signed before "
-                  f"its run), Paywarden with {args.workers} worker(s) on {store}", flush=True)
+            what = ("GET /supported requests per run" if args.op == "supported" else
+                    "payments per run (each signed before its run)")
+            print(f"{args.op}, {args.concurrency} clients, {args.requests} {what}, Paywarden with {args.workers} "
+                  f"worker(s) on {store}", flush=True)
             if args.warmup:
                 drive(reference_bodies(args.warmup), base_url=ref_url, api_key="-", op=args.op,
                       concurrency=args.concurrency, timeout=60, label="warm-up reference")
@@ -440,7 +448,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"ratio paywarden / reference (medians): {summary['ratio']}")
     if args.json:
         print(json.dumps(summary))
-    expected = "200 valid" if args.op == "verify" else "200 success"
+    expected = {"verify": "200 valid", "settle": "200 success", "supported": "200 supported"}[args.op]
     clean = all(set(r["answers"]) == {expected} for r in runs)
     if not clean:
         print(f"some answers were not {expected}: see the runs above", file=sys.stderr)

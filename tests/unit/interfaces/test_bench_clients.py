@@ -88,3 +88,22 @@ def test_drive_counts_the_answers_each_client_got():
     figures = report.as_dict()
     assert figures["per_client_min"] == min(report.per_client) and figures["per_client_max"] == max(report.per_client)
     assert f"per client  {figures['per_client_min']} to {figures['per_client_max']} answers" in report.text()
+
+
+class _Supported(_Verifier):
+    """Answers `GET /supported` with its kinds; any other request with a 404."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        body = b'{"kinds": [], "extensions": [], "signers": {}}' if self.path == "/supported" else b'{"error": "no"}'
+        self.send_response(200 if self.path == "/supported" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_drive_with_op_supported_sends_a_get_of_supported_for_each_body():
+    """bench-reference's `--op supported`: the server's cost per request without a payment; no body is posted."""
+    with serving(_Supported) as base_url:
+        report = drive([b""] * 12, base_url=base_url, api_key="k", op="supported", concurrency=3, timeout=5,
+                       progress=False)
+    assert report.answers == {"200 supported": 12}  # a POST would have been answered isValid, a wrong path 404
