@@ -37,6 +37,7 @@ from projections.webhook_outbox import (
 from projections.webhooks import Attempt, Claimed
 
 log = logging.getLogger("paywarden.webhooks")
+STOP_CHECK_SECONDS = 0.1  # how often a waiting loop looks at its stop event
 USER_AGENT = "Paywarden-Webhooks/1"
 
 
@@ -127,6 +128,7 @@ class DeliveryWorker:
         self._in_flight = 0
         self._busy: set[str] = set()  # endpoints this process is sending to
         self._lock = threading.Lock()
+        self._freed = threading.Event()  # a sender finished its group: its endpoint may be claimed again
 
     # -- the outbox ---------------------------------------------------------------------------------------------
 
@@ -184,6 +186,7 @@ class DeliveryWorker:
         finally:
             with self._lock:
                 self._busy.discard(group[0].endpoint_id)
+            self._freed.set()
 
     def attempt(self, item: Claimed) -> Attempt:
         now = self._clock()
@@ -223,13 +226,22 @@ class DeliveryWorker:
 
     def run(self, stop: threading.Event) -> None:
         """Rounds until `stop`. A round that claimed deliveries is followed by another at once (more may be due);
-        any other by a pause: the outbox projections read their logs to the end in each round, so going round
-        again at once would only pick up the events of the last few milliseconds, a commit (and its fsync) for
-        each one or two events under steady traffic."""
-        failures = 0
+        any other waits for a sender to finish its group or for the poll's pause, whichever comes first. The outbox
+        projections read their logs to the end once per pause, not every round: going round again at once would
+        only pick up the events of the last few milliseconds, a commit (and its fsync) for each one or two events
+        under steady traffic.
+
+        Waking when a sender is free is what lets one endpoint's backlog flow: an endpoint being sent to is not
+        claimed again until its group is done, and a round that found it busy used to sleep the whole pause, so an
+        endpoint got at most `merchant_share` deliveries per pause (2 every 0.5 s by default, however fast its
+        receiver answered)."""
+        failures, filled = 0, float("-inf")
         while not stop.is_set():
+            self._freed.clear()
             try:
-                self.fill_outbox()
+                if time.monotonic() - filled >= self._settings.poll_seconds:
+                    self.fill_outbox()
+                    filled = time.monotonic()
                 busy = self.deliver_due()
                 failures = 0
             except Exception:
@@ -238,5 +250,7 @@ class DeliveryWorker:
                 stop.wait(min(self._settings.poll_seconds * 2**failures, 5.0))
                 continue
             if not busy:
-                stop.wait(self._settings.poll_seconds)
+                pause = max(filled + self._settings.poll_seconds - time.monotonic(), 0.0)
+                while not stop.is_set() and pause > 0 and not self._freed.wait(min(pause, STOP_CHECK_SECONDS)):
+                    pause -= STOP_CHECK_SECONDS
         self._pool.shutdown(wait=True)
