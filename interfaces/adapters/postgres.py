@@ -152,8 +152,9 @@ def bounded_outage(get_connection: Any, ride_seconds: float) -> Any:
     `getconn` that times out starts the outage's clock; an outage shorter than `ride_seconds` is still ridden out
     by the retries (a request waits for the database's return), and once the clock has passed `ride_seconds` a
     timed-out `getconn` raises `DatabaseUnreachable`, which no retry catches: a request then fails after one
-    timeout. A connection handed out stops the clock. Errors of a statement on a connection (a connection broken by
-    a restart) are retried as before."""
+    timeout. A connection handed out to anyone stops the clock, so a pool that is only busy (connections coming
+    back) never reaches it. Errors of a statement on a connection (a connection broken by a restart) are retried
+    as before."""
     outage: list[float | None] = [None]  # when the first timed-out getconn of this outage ended
 
     @contextmanager
@@ -169,8 +170,8 @@ def bounded_outage(get_connection: Any, ride_seconds: float) -> Any:
             if began is None:
                 outage[0] = time.monotonic()
             elif time.monotonic() - began >= ride_seconds:
-                raise DatabaseUnreachable(f"the database has been out of reach for over {ride_seconds:g} s: "
-                                          f"{failed}") from failed
+                raise DatabaseUnreachable(f"no database connection for over {ride_seconds:g} s (the database out "
+                                          f"of reach, or every pooled connection busy that long): {failed}") from failed
             raise
 
     return bounded
