@@ -18,7 +18,7 @@ from solders.keypair import Keypair
 
 from interfaces.config import RUNNING_STACK
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
-from tests.e2e.test_up_lifecycle import PAYWARDEN, signalled, start_up, up_env
+from tests.e2e.test_up_lifecycle import PAYWARDEN, killed_if_left, signalled, start_up, up_env
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def console_logs_in(info: dict) -> bool:
 def test_the_cli_beside_up_prints_what_up_serves_and_up_stops_within_2_seconds(tmp_path):
     env = up_env(tmp_path)
     process = start_up(env)
-    try:
+    with killed_if_left(process):
         info = json.loads(process.stdout.readline())
         assert (tmp_path / RUNNING_STACK).is_file()
         # the gateway URLs name the proxy's port, the password links the console's: those of this `up`
@@ -70,11 +70,7 @@ def test_the_cli_beside_up_prints_what_up_serves_and_up_stops_within_2_seconds(t
         assert "1 settled payment(s) checked against the chain; 0 problem(s)" in chain.stderr
         # the password link above replaced no password: the printed one still logs in
         assert console_logs_in(info)
-        code, took = signalled(process, signal.SIGTERM)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    err = process.stderr.read()
+        code, took, err = signalled(process, signal.SIGTERM)
     assert code == 0 and took < 2.0, f"stopped {took:.2f} s after SIGTERM"
     assert "SIGKILL" not in err, err[-1000:]
     assert not (tmp_path / RUNNING_STACK).exists()  # gone with it: the CLI no longer prints its addresses

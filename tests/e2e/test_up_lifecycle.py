@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -116,12 +117,23 @@ def wait_for_line(stream, needle: str, timeout: float = 90) -> str:
     pytest.fail(f"no line with {needle!r}")
 
 
-def signalled(process: subprocess.Popen, sig: int) -> tuple[int, float]:
-    """`sig` sent to `up`: its exit status and the seconds it took to exit."""
+def signalled(process: subprocess.Popen, sig: int) -> tuple[int, float, str]:
+    """`sig` sent to `up`: its exit status, the seconds it took to exit, and what it wrote on stderr."""
     sent = time.monotonic()
     process.send_signal(sig)
     code = process.wait(timeout=30)
-    return code, time.monotonic() - sent
+    took = time.monotonic() - sent
+    return code, took, process.stderr.read()
+
+
+@contextmanager
+def killed_if_left(process: subprocess.Popen) -> Iterator[None]:
+    """`up` killed at the end of the block if it still runs: a step that failed leaves no stack behind."""
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            process.kill()
 
 
 def assert_none_left(family: set[int], marker: str) -> None:
@@ -137,7 +149,7 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
     marker = f"PAYWARDEN_STOP_TEST={uuid.uuid4().hex}"
     name, _, value = marker.partition("=")
     process = start_up(up_env(tmp_path, **{name: value}), "--demo")
-    try:
+    with killed_if_left(process):
         if moment == "importing":  # past Python's own start-up (site), inside `interfaces.cli.main`'s imports
             wait_for_library(process, "_decimal")
         elif moment == "starting":  # past its imports: writing the sandbox's keypairs, before any child starts
@@ -147,11 +159,7 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
         else:
             assert json.loads(process.stdout.readline())["demo_url"]
         family = descendants(process.pid)
-        code, took = signalled(process, sig)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    err = process.stderr.read()
+        code, took, err = signalled(process, sig)
     assert took < 3.0, f"stopped {took:.2f} s after {sig.name}"
     # 0 once `up` handles the signal; 130 (main) or killed by it (default action) while Python still imports.
     assert code in (0, 130, -sig) and "Traceback" not in err, err[-2000:]
@@ -258,18 +266,14 @@ def test_up_with_two_workers_stops_within_3_seconds_with_its_localnet_in_use(tmp
     name, _, value = marker.partition("=")
     env = up_env(tmp_path, PAYWARDEN_DATABASE_URL=postgres_url, PAYWARDEN_REDIS_URL=redis_url, **{name: value})
     process = start_up(env, "--workers", "2")
-    try:
+    with killed_if_left(process):
         rpc_url = json.loads(process.stdout.readline())["rpc_url"]
         host, port = rpc_url.removeprefix("http://").split(":")
         kept = socket.create_connection((host, int(port)), timeout=10)
         kept.sendall(b"GET /health HTTP/1.1\r\nHost: localnet\r\n\r\n")
         assert kept.recv(4096).startswith(b"HTTP/1.1 200 OK")
         family = descendants(process.pid)
-        code, took = signalled(process, sig)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    err = process.stderr.read()
+        code, took, err = signalled(process, sig)
     assert took < 3.0, f"stopped {took:.2f} s after {sig.name}"
     assert code == 0 and "Traceback" not in err, err[-2000:]
     assert kept.recv(1) == b""  # closed, not left hanging
