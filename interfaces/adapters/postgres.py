@@ -155,20 +155,20 @@ def bounded_outage(get_connection: Any, ride_seconds: float) -> Any:
     timeout. A connection handed out to anyone stops the clock, so a pool that is only busy (connections coming
     back) never reaches it. Errors of a statement on a connection (a connection broken by a restart) are retried
     as before."""
-    outage: list[float | None] = [None]  # when the first timed-out getconn of this outage ended
+    began: float | None = None  # when the first timed-out getconn of this outage ended
 
     @contextmanager
     def bounded() -> Iterator[Any]:
+        nonlocal began
         try:
             with get_connection() as conn:
-                outage[0] = None
+                began = None
                 yield conn
         except OperationalError as failed:
             if not isinstance(failed.__cause__, psycopg_pool.PoolTimeout):
                 raise
-            began = outage[0]
             if began is None:
-                outage[0] = time.monotonic()
+                began = time.monotonic()
             elif time.monotonic() - began >= ride_seconds:
                 raise DatabaseUnreachable(f"no database connection for over {ride_seconds:g} s (the database out "
                                           f"of reach, or every pooled connection busy that long): {failed}") from failed
@@ -194,7 +194,6 @@ class PostgresFactory(postgres.PostgresFactory):
             connect.update(LIVENESS)
         self.datastore.get_connection = bounded_outage(  # type: ignore[method-assign]
             self.datastore.get_connection, OUTAGE_RIDDEN * self.datastore.pool.timeout)
-
 
     def aggregate_recorder(self, purpose: str = "events") -> Any:
         with self._creating():

@@ -249,8 +249,9 @@ class DeliveryWorker:
                 log.exception("webhook worker cycle failed (%d in a row); retrying", failures)
                 stop.wait(min(self._settings.poll_seconds * 2**failures, 5.0))
                 continue
-            if not busy:
-                pause = max(filled + self._settings.poll_seconds - time.monotonic(), 0.0)
-                while not stop.is_set() and pause > 0 and not self._freed.wait(min(pause, STOP_CHECK_SECONDS)):
-                    pause -= STOP_CHECK_SECONDS
+            if not busy:  # until the next fill is due, a sender is free, or `stop`
+                due = filled + self._settings.poll_seconds
+                while not stop.is_set() and (left := due - time.monotonic()) > 0:
+                    if self._freed.wait(min(left, STOP_CHECK_SECONDS)):
+                        break
         self._pool.shutdown(wait=True)
