@@ -280,8 +280,15 @@ def parser() -> argparse.ArgumentParser:
                                                  "ceiling of one core, beside the reference's own verify")
     floor_arguments(bf)
     bf.set_defaults(func=lambda args: import_module("interfaces.cli.bench_floor").run(args))
+
+    from interfaces.cli.bench_http_floor import add_arguments as http_floor_arguments
+
+    bh2 = commands.add_parser("bench-http-floor", help="the HTTP server alone, CPU per request: Paywarden's "
+                                                        "(gunicorn + gevent) beside the reference's (uvicorn)")
+    http_floor_arguments(bh2)
+    bh2.set_defaults(func=lambda args: import_module("interfaces.cli.bench_http_floor").run(args))
     _note_store_in_help(commands, skip={"localnet", "faucet", "bench", "bench-reference", "bench-history",
-                                                  "bench-floor"})
+                                                  "bench-floor", "bench-http-floor"})
     return p
 
 

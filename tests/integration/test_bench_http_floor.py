@@ -1,0 +1,53 @@
+"""`paywarden bench-http-floor`: Paywarden's HTTP serving and the reference's, each serving one fixed answer, measured
+under the same load (docs/performance.md, "The budget")."""
+
+import json
+import subprocess
+import sys
+
+from interfaces.cli.bench_http_floor import ANSWER
+from tests.faults import free_port
+
+
+def consecutive_ports(count: int) -> int:
+    """The first of `count` free ports in a row (the command puts its servers on `--port` and the ports after it)."""
+    while True:
+        first = free_port()
+        if all(free_port() == first + i for i in range(1, count)):
+            return first
+
+
+def test_each_server_answers_every_request_and_its_cpu_per_request_is_printed():
+    port = consecutive_ports(3)
+    done = subprocess.run([sys.executable, "-m", "interfaces.cli.main", "bench-http-floor", "--requests", "300",
+                           "--warmup", "30", "--rounds", "2", "--concurrency", "8", "--port", str(port), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"gunicorn + gevent (Paywarden)", "uvicorn (the reference)"} <= set(summary)
+    for name, figures in summary.items():
+        assert len(figures["runs"]) == 2, name
+        for run in figures["runs"]:
+            assert run["answers"] == {"200 supported": 300}, (name, run)
+            assert run["cpu_ms"] > 0, (name, run)  # the server's own processes spent CPU on the requests
+        assert f"{name}: median {figures['cpu_ms_median']} ms of CPU per request" in done.stdout
+
+
+def test_both_servers_answer_the_same_bytes():
+    """The comparison is fair only if both send the same answer: the WSGI and the ASGI app share one body."""
+    import asyncio
+
+    from interfaces.cli.bench_http_floor import asgi_app, wsgi_app
+
+    started = []
+    body = b"".join(wsgi_app({}, lambda status, headers: started.append((status, headers))))
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(asgi_app({"type": "http"}, None, send))
+    assert body == sent[1]["body"] == ANSWER
+    assert json.loads(ANSWER)["kinds"]  # the bench's client counts it as a /supported answer
+    assert started[0][0] == "200 OK" and sent[0]["status"] == 200
+    assert dict(started[0][1]) == {k.decode().title(): v.decode() for k, v in sent[0]["headers"]}
