@@ -76,6 +76,25 @@ def servers(port: int, data_dir: Path) -> dict[str, tuple[list[str], dict[str, s
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        rows = _measure(args)
+    except RuntimeError as failed:  # a server that did not start: one line, not a traceback
+        print(f"paywarden bench-http-floor: {failed}", file=sys.stderr)
+        return 2
+    summary = {name: {"cpu_ms_median": round(statistics.median(r["cpu_ms"] for r in runs), 4),
+                      "throughput_median": round(statistics.median(r["throughput"] for r in runs), 1), "runs": runs}
+               for name, runs in rows.items()}
+    for name, figures in summary.items():
+        print(f"{name}: median {figures['cpu_ms_median']} ms of CPU per request, {figures['throughput_median']} /s")
+    if args.json:
+        print(json.dumps(summary))
+    clean = all(r["answers"] == {"200 supported": args.requests} for runs in rows.values() for r in runs)
+    if not clean:
+        print("some answers were not 200: see the runs above", file=sys.stderr)
+    return 0 if clean else 1
+
+
+def _measure(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     rows: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="pw-bench-http-") as tmp:
         started: dict[str, tuple[subprocess.Popen, str]] = {}
@@ -96,17 +115,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             for child, _url in started.values():
                 _stop(child)
-    summary = {name: {"cpu_ms_median": round(statistics.median(r["cpu_ms"] for r in runs), 4),
-                      "throughput_median": round(statistics.median(r["throughput"] for r in runs), 1), "runs": runs}
-               for name, runs in rows.items()}
-    for name, figures in summary.items():
-        print(f"{name}: median {figures['cpu_ms_median']} ms of CPU per request, {figures['throughput_median']} /s")
-    if args.json:
-        print(json.dumps(summary))
-    clean = all(r["answers"] == {"200 supported": args.requests} for runs in rows.values() for r in runs)
-    if not clean:
-        print("some answers were not 200: see the runs above", file=sys.stderr)
-    return 0 if clean else 1
+    return rows
 
 
 def _one_run(name: str, root: int, url: str, args: argparse.Namespace) -> dict[str, Any]:
