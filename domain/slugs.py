@@ -11,6 +11,7 @@ claimed again; a concurrent re-claim loses on the aggregate's version.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -22,7 +23,13 @@ from domain.errors import DomainError
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 SLUG_NAMESPACE = uuid5(NAMESPACE_URL, "https://paywarden.dev/slugs")
-_PSL = PublicSuffixList()
+
+
+@functools.cache
+def public_suffix_list() -> PublicSuffixList:
+    """The Public Suffix List the package ships, parsed once per process when first needed (0.1-0.5 s: a process
+    that never reads it, the API worker's verify path, a CLI command, never pays it); only read afterwards."""
+    return PublicSuffixList()
 
 
 class SlugError(DomainError):
@@ -33,7 +40,7 @@ def core_name(host: str) -> str:
     """The label just left of the host's public suffix (`api.weather.co.uk` → `weather`); for a host that is
     itself a suffix or has none registered (`localhost`), its first label."""
     host = host.lower().rstrip(".")
-    registrable = _PSL.privatesuffix(host)
+    registrable = public_suffix_list().privatesuffix(host)
     return (registrable or host).split(".")[0]
 
 

@@ -3,14 +3,14 @@ Public Suffix List (the `publicsuffixlist` package, which ships its list)."""
 
 from __future__ import annotations
 
-import functools
 import ssl
 from collections.abc import Sequence
 
 import dns.exception
 import dns.resolver
 import httpx
-from publicsuffixlist import PublicSuffixList
+
+from domain.slugs import public_suffix_list
 
 TIMEOUT_SECONDS = 5.0
 MAX_BODY = 1024
@@ -59,17 +59,8 @@ class DnsHttpChallenges:
             return None
 
 
-@functools.cache
-def _shipped_list() -> PublicSuffixList:
-    """The parsed list, once per process (~0.5 s to parse; only read afterwards, so threads may share it)."""
-    return PublicSuffixList()
-
-
 class PslSuffixes:
     """Implements `PublicSuffixes` with the list the package ships (no download at run time)."""
 
-    def __init__(self) -> None:
-        self._psl = _shipped_list()
-
     def is_public_suffix(self, domain: str) -> bool:
-        return self._psl.is_public(domain)
+        return public_suffix_list().is_public(domain)  # the one parse of the process (domain/slugs.py)

@@ -71,3 +71,31 @@ def test_public_suffixes_come_from_the_shipped_list():
     suffixes = PslSuffixes()
     assert suffixes.is_public_suffix("co.uk") and suffixes.is_public_suffix("github.io")
     assert not suffixes.is_public_suffix("example.co.uk") and not suffixes.is_public_suffix("me.github.io")
+
+
+def test_the_list_is_parsed_once_per_process_and_only_when_read():
+    """Parsing the shipped list costs 0.1-0.5 s: a process that builds a container but never reads the list (a CLI
+    command, the API worker's verify path) does not pay it, and one that reads it for slugs and for domain checks
+    pays it once (domain/slugs.py, `public_suffix_list`)."""
+    import subprocess
+    import sys
+
+    program = """
+import publicsuffixlist
+made = []
+original = publicsuffixlist.PublicSuffixList.__init__
+def counted(self, *args, **kwargs):
+    made.append(1)
+    original(self, *args, **kwargs)
+publicsuffixlist.PublicSuffixList.__init__ = counted
+import interfaces.container
+from domain.slugs import core_name
+from interfaces.adapters.domain_checks import PslSuffixes
+print(len(made))
+assert core_name("api.weather.co.uk") == "weather" and PslSuffixes().is_public_suffix("co.uk")
+assert core_name("me.github.io") == "me" and not PslSuffixes().is_public_suffix("example.co.uk")
+print(len(made))
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "1"]
