@@ -41,7 +41,7 @@ from domain.networks import DEVNET
 from interfaces.adapters.signers import read_keypair
 from interfaces.cli.bench import Report, drive, faucet, rpc, run_clients, sign_payments
 from interfaces.cli.bench_load import TAGS
-from interfaces.cli.bench_reference import _stop, cpu_delta, tree_cpu
+from interfaces.cli.bench_reference import cpu_delta, stop_child, tree_cpu
 
 QUERIES = {
     "all": {},
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
                     runs.append(_line(stack, "deep", _queries(stack, deep, 1), load))
         finally:
             for child in reversed(children):
-                _stop(child)
+                stop_child(child)
     _summary(runs)
     if args.json:
         print(json.dumps(runs))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from interfaces.cli.bench import drive
-from interfaces.cli.bench_reference import _stop, _wait, cpu_delta, tree_cpu
+from interfaces.cli.bench_reference import cpu_delta, stop_child, tree_cpu, wait_answering
 
 FEE_PAYER = "F" * 44
 ANSWER = json.dumps({"kinds": [{"x402Version": 2, "scheme": "exact", "network": "solana:" + "5" * 32,
@@ -56,22 +56,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
 
 
-def servers(port: int, data_dir: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
-    """Each server's command line and environment, by the name printed."""
+def servers(port: int, data_dir: Path) -> dict[str, tuple[list[str], dict[str, str], str]]:
+    """Each server's command line, environment and URL, by the name printed."""
     me = "interfaces.cli.bench_http_floor"
     made = {
         "gunicorn + gevent (Paywarden)": (
             [sys.executable, "-m", "gunicorn", "--config", "python:interfaces.runtime.gunicorn_conf", f"{me}:wsgi_app"],
             {"PAYWARDEN_BIND": f"127.0.0.1:{port}", "PAYWARDEN_WORKERS": "1", "PAYWARDEN_CONSOLE_BIND": "",
-             "PAYWARDEN_LOCALNET_BIND": "", "PAYWARDEN_DATA_DIR": str(data_dir), "PAYWARDEN_LOG_LEVEL": "warning"}),
+             "PAYWARDEN_LOCALNET_BIND": "", "PAYWARDEN_DATA_DIR": str(data_dir), "PAYWARDEN_LOG_LEVEL": "warning"},
+            f"http://127.0.0.1:{port}"),
         "uvicorn (the reference)": (
             [sys.executable, "-m", "uvicorn", f"{me}:asgi_app", "--host", "127.0.0.1", "--port", str(port + 1),
-             "--log-level", "warning", "--no-access-log"], {}),
+             "--log-level", "warning", "--no-access-log"], {}, f"http://127.0.0.1:{port + 1}"),
     }
     if importlib.util.find_spec("granian") is not None:
         made["granian (WSGI, 1 thread)"] = (
             [sys.executable, "-m", "granian", "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port + 2),
-             "--workers", "1", "--blocking-threads", "1", "--no-ws", "--log-level", "warning", f"{me}:wsgi_app"], {})
+             "--workers", "1", "--blocking-threads", "1", "--no-ws", "--log-level", "warning", f"{me}:wsgi_app"], {},
+            f"http://127.0.0.1:{port + 2}")
     return made
 
 
@@ -99,12 +101,12 @@ def _measure(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     with tempfile.TemporaryDirectory(prefix="pw-bench-http-") as tmp:
         started: dict[str, tuple[subprocess.Popen, str]] = {}
         try:
-            for offset, (name, (argv, env)) in enumerate(servers(args.port, Path(tmp)).items()):
+            for name, (argv, env, url) in servers(args.port, Path(tmp)).items():
                 child = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
                                          start_new_session=True)
-                started[name] = (child, f"http://127.0.0.1:{args.port + offset}")
+                started[name] = (child, url)
             for name, (child, url) in started.items():
-                _wait(url + "/supported", child, name, seconds=60)
+                wait_answering(url + "/supported", child, name, seconds=60)
                 drive([b""] * args.warmup, base_url=url, api_key="-", op="supported", concurrency=args.concurrency,
                       timeout=30, progress=False)
             print(f"GET /supported, a fixed {len(ANSWER)}-byte JSON answer, {args.concurrency} keep-alive clients, "
@@ -114,7 +116,7 @@ def _measure(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
                     rows.setdefault(name, []).append(_one_run(name, child.pid, url, args))
         finally:
             for child, _url in started.values():
-                _stop(child)
+                stop_child(child)
     return rows
 
 

@@ -165,7 +165,7 @@ def _get_json(url: str) -> Any:
         return json.loads(resp.read())
 
 
-def _wait(url: str, child: subprocess.Popen, what: str, seconds: float = 90) -> None:
+def wait_answering(url: str, child: subprocess.Popen, what: str, seconds: float = 90) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if child.poll() is not None:
@@ -178,7 +178,7 @@ def _wait(url: str, child: subprocess.Popen, what: str, seconds: float = 90) -> 
     raise RuntimeError(f"{what} did not answer {url} within {seconds:.0f} s")
 
 
-def _stop(child: subprocess.Popen) -> None:
+def stop_child(child: subprocess.Popen) -> None:
     if child.poll() is None:
         os.killpg(child.pid, 2)  # the child leads its own session: SIGINT stops it and its own children
         try:
@@ -201,7 +201,7 @@ def _start_reference(args: argparse.Namespace, work: Path, children: list) -> tu
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     children.append(child)
     url = f"http://127.0.0.1:{args.reference_port}"
-    _wait(url + "/supported", child, "the reference facilitator")
+    wait_answering(url + "/supported", child, "the reference facilitator")
     return url, read_keypair(keys[1]), str(read_keypair(keys[2]).pubkey())
 
 
@@ -437,7 +437,7 @@ def run(args: argparse.Namespace) -> int:
                                      children[1].pid, trips))
         finally:
             for child in reversed(children):
-                _stop(child)
+                stop_child(child)
     summary = _summary(runs, args)
     print(f"reference: median {summary['reference']['median']} /s (best {summary['reference']['best']}), "
           f"p99 median {summary['reference']['p99_median_ms']} ms, CPU {summary['reference']['cpu_ms_median']} ms "

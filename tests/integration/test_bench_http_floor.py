@@ -53,7 +53,6 @@ def test_both_servers_answer_the_same_bytes():
     assert dict(started[0][1]) == {k.decode().title(): v.decode() for k, v in sent[0]["headers"]}
 
 
-
 def test_a_server_that_cannot_start_is_named_in_one_line(monkeypatch, capsys):
     """A server that exits at start-up (a port taken, say): the command says which one and exits 2."""
     import argparse
@@ -61,7 +60,7 @@ def test_a_server_that_cannot_start_is_named_in_one_line(monkeypatch, capsys):
     from interfaces.cli import bench_http_floor
 
     monkeypatch.setattr(bench_http_floor, "servers", lambda port, data_dir: {
-        "a server that exits": ([sys.executable, "-c", "raise SystemExit(3)"], {})})
+        "a server that exits": ([sys.executable, "-c", "raise SystemExit(3)"], {}, f"http://127.0.0.1:{port}")})
     args = argparse.Namespace(requests=10, warmup=0, rounds=1, concurrency=2, port=consecutive_ports(1), json=False)
     assert bench_http_floor.run(args) == 2
     assert capsys.readouterr().err == "paywarden bench-http-floor: a server that exits exited with status 3\n"
