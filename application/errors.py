@@ -17,6 +17,15 @@ class DuplicateRequestError(Exception):
     """Another request for the same payment holds its lock, or won the race to the event store."""
 
 
+class UpstreamFailedError(Exception):
+    """The upstream gave no answer, or its answer broke off (a timeout, a refused connection or address, a body
+    cut short): `reason` is a stable code for the client and the logs (`upstream_timeout`, ...)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
 class SimulationFailedError(PaymentRuleError):
     """The chain's simulation of the co-signed transaction failed; `details` is the spec's `simulationDetails`."""
 

@@ -39,6 +39,9 @@ class Settings:
     confirmation_poll_seconds: float = 0.25
     resend_seconds: float = 2.0  # while unconfirmed, the identical signed transaction is sent again this often
     lock_margin_seconds: float = 30.0
+    # A delivery holds its payment's lock while its upstream answers (application/deliveries.py): this long more
+    # than a settle holds it.
+    delivery_seconds: float = 120.0
 
 
 class PaymentStore:

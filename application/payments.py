@@ -1,4 +1,4 @@
-"""The Payments application: the facilitator's `verify` and `settle`, the proxy's `admit_forward`, the follow-up.
+"""The Payments application: the facilitator's `verify` and `settle`, a paid delivery (`deliver`), the follow-up.
 
 Each command: the request's checks (application/payment_checks.py, the key's scope among them) derive the
 payment's idempotency key; the way in (application/payment_store.py) lets a settle hold the payment's lock, or
@@ -7,7 +7,8 @@ with outside facts from the ports (lookup tables, simulation, broadcast, confirm
 - verify (application/verifying.py): evaluate and record a new payment; no lock, the event store refuses a
   second insert of it (docs/facilitator.md);
 - settle (application/settling.py): evaluate again, claim, record the broadcast before it is sent, send;
-- after the broadcast (application/reconciling.py): await the confirmation, re-send, record the outcome.
+- after the broadcast (application/reconciling.py): await the confirmation, re-send, record the outcome;
+- deliver (application/deliveries.py): admit, forward to the transport's upstream, settle, one result.
 A refusal by a rule (`PaymentRuleError`) or a lost race (`DuplicateRequestError`) is an answer, never an error.
 """
 
@@ -19,9 +20,10 @@ from uuid import UUID
 
 from eventsourcing.application import Application
 
-from application import reconciling, settling, verifying
+from application import deliveries, reconciling, settling, verifying
+from application.deliveries import Delivery, DeliveryResult, Judge, Refused, http_verdict
 from application.errors import DuplicateRequestError
-from application.outcomes import ProxyDecision, SettleOutcome, VerifyOutcome, replayed_settle
+from application.outcomes import SettleOutcome, VerifyOutcome, replayed_settle
 from application.payment_checks import PaymentRequest, check_request
 from application.payment_store import Context, PaymentStore, Settings
 from application.ports import (
@@ -34,6 +36,7 @@ from application.ports import (
     NoResults,
     ResultCache,
     SystemClock,
+    Upstream,
 )
 from domain.clients import Client
 from domain.codes import Code
@@ -91,23 +94,22 @@ class Payments(Application[UUID]):
         except DuplicateRequestError as duplicate:
             return SettleOutcome.failed(Code.DUPLICATE_REQUEST, network=net, message=str(duplicate))
 
-    def admit_forward(self, client: Client, payload: PaymentPayload, requirements: Requirements,
-                      via: str) -> ProxyDecision:
-        """The proxy's `settle: after` request before it reaches the upstream: verified (recorded as verify
-        records it), then decided by `proxy_decision`; a forward is recorded before it happens, in the same save
-        as a new payment's verification, so the upstream sees an unsettled payment a bounded number of times."""
-        try:
-            return verifying.admit_forward(self._context(), self._request(client, payload, requirements, via=via),
-                                           via)
-        except PaymentRuleError as rejected:
-            return ProxyDecision.refused("", rejected.code, rejected.message, rejected.payer)
-        except DuplicateRequestError as duplicate:
-            return ProxyDecision.refused("", Code.DUPLICATE_REQUEST, str(duplicate))
+    def deliver(self, client: Client, payload: PaymentPayload, requirements: Requirements, *, via: str,
+                upstream: Upstream, settle_first: bool = False, judge: Judge = http_verdict,
+                whole: bool = False) -> DeliveryResult:
+        """A paid request delivered through `upstream` (application/deliveries.py): the request checked once, its
+        payment admitted, forwarded, settled (after a chargeable answer read whole, or first with
+        `settle_first`), and one result for the transport to map. `via` names the door
+        (`proxy:<service>:<route>`); `judge` says what an answer is (HTTP's status rule by default); `whole`
+        reads the answer whole before it is judged under `settle_first` too (`settle: after` always does).
 
-    def payment_key(self, client: Client, payload: PaymentPayload, requirements: Requirements) -> str:
-        """The payment's idempotency key (the `X-Paywarden-Payment-Hash`); `PaymentRuleError` on a request the
-        checks refuse."""
-        return self._request(client, payload, requirements).key
+        A transport calls it once per paid request and maps the result; the `Upstream` it passes receives the
+        payment's key (the proxy's `X-Paywarden-Payment-Hash`) and raises `UpstreamFailedError` for no answer."""
+        try:
+            request = self._request(client, payload, requirements, via=via)
+        except PaymentRuleError as rejected:
+            return Refused("", str(rejected.code), rejected.message)
+        return deliveries.deliver(self._context(), request, Delivery(upstream, settle_first, judge, whole))
 
     def follow_up(self, key: str) -> PaymentState | None:
         """Carry a pending settlement on while nobody waits for it (application/reconciling.py): its state, None

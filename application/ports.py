@@ -6,7 +6,7 @@ Adapters live in `interfaces/` (LiteSVM, Solana JSON-RPC, Redis, in-process); un
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -147,6 +147,32 @@ class RecentEvents(Protocol):
 
     def get(self, originator_id: UUID, version: int) -> Any | None:
         """The event `originator_id` recorded at `version` if the batch holds it, else None."""
+
+
+# -- the upstream a delivery forwards to (application/deliveries.py) ------------------------------------------------
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class UpstreamAnswer:
+    """What the upstream answered: its status, headers and body, the body as it arrives (an iterable of chunks
+    that raises `UpstreamFailedError` if it breaks off). `close` drops what is left of it."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: Iterable[bytes]
+    close: Callable[[], None] = _nothing
+
+
+class Upstream(Protocol):
+    """A transport's way to the service's backend: forward the request (the one it received, bound to the
+    payment whose key is given, which the proxy sends as `X-Paywarden-Payment-Hash`) and return the answer once
+    its status and headers are in; `UpstreamFailedError` when there is none."""
+
+    def __call__(self, payment_key: str) -> UpstreamAnswer: ...
 
 
 # -- what an application built from its environment alone gets ----------------------------------------------------

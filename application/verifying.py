@@ -2,8 +2,8 @@
 
 A verify records only a new payment (`Received`, then `Approved` or `Rejected`): its id is uuid5 of its
 idempotency key, so two verifies racing on a new payment cannot both insert it; the loser reads the one recorded
-and answers as it does. That is why a verify takes no lock (docs/facilitator.md). The proxy's `admit_forward`, a
-verify that also records the forward, is here too: it appends to a recorded payment, so it holds the lock.
+and answers as it does. That is why a verify takes no lock (docs/facilitator.md). A delivery's `admit`, a verify
+that also records the forward, is here too: it appends to a recorded payment, so it runs under the lock.
 """
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ from __future__ import annotations
 from uuid import UUID
 
 from application.errors import DuplicateRequestError, SimulationFailedError, rule_details
-from application.outcomes import ProxyDecision, ProxyStep, VerifyOutcome, proxy_decision, settled_verify, verify_outcome
+from application.outcomes import (
+    OTHER_TERMS,
+    ProxyDecision,
+    ProxyStep,
+    VerifyOutcome,
+    proxy_decision,
+    settled_verify,
+    verify_outcome,
+)
 from application.payment_checks import PaymentRequest
 from application.payment_store import Context
 from domain.claims import Claim, ClaimKind
@@ -49,23 +57,23 @@ def verify(ctx: Context, request: PaymentRequest) -> VerifyOutcome:
     return verify_outcome(payment)
 
 
-def admit_forward(ctx: Context, request: PaymentRequest, via: str) -> ProxyDecision:
-    """Verified as `verify` records it, then decided by `proxy_decision`; a forward is recorded in the same save
-    as a new payment's verification. Under the payment's lock: a forward appends to a recorded payment."""
-    with ctx.store.exclusive(request.key, ctx.settings.lock_margin_seconds):
-        payment, changed = ctx.store.payment(request.key), False
-        if payment is None:
-            payment, changed = receive(request), True
-            decide(ctx, payment, request)
-        elif (conflict := bound(payment, request)) is not None:
-            return ProxyDecision.refused(request.key, conflict.invalid_reason or "", conflict.invalid_message)
-        decision = proxy_decision(payment, request.key)
-        if decision.step is ProxyStep.FORWARD:
-            payment.forward(via)
-            changed = True
-        if changed:
-            ctx.store.save(payment)
-        return decision
+def admit(ctx: Context, request: PaymentRequest, via: str) -> ProxyDecision:
+    """A paid delivery's `settle: after` admission (application/deliveries.py, which holds the payment's lock: a
+    forward appends to a recorded payment): verified as `verify` records it, then decided by `proxy_decision`; a
+    forward is recorded in the same save as a new payment's verification."""
+    payment, changed = ctx.store.payment(request.key), False
+    if payment is None:
+        payment, changed = receive(request), True
+        decide(ctx, payment, request)
+    elif (conflict := bound(payment, request)) is not None:
+        return ProxyDecision.refused(request.key, conflict.invalid_reason or "", conflict.invalid_message)
+    decision = proxy_decision(payment, request.key)
+    if decision.step is ProxyStep.FORWARD:
+        payment.forward(via)
+        changed = True
+    if changed:
+        ctx.store.save(payment)
+    return decision
 
 
 def receive(request: PaymentRequest) -> Payment:
@@ -125,8 +133,7 @@ def recorded_verify(payment: Payment, request: PaymentRequest) -> VerifyOutcome:
 def bound(payment: Payment, request: PaymentRequest) -> VerifyOutcome | None:
     """A payment is bound to the terms it was first presented with; other terms are refused, not replayed."""
     if payment.terms_digest != request.requirements.digest:
-        return VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, payment.payer,
-                                     message="this payment was first presented with other requirements")
+        return VerifyOutcome.invalid(Code.INVALID_PAYMENT_REQUIREMENTS, payment.payer, message=OTHER_TERMS)
     return None
 
 

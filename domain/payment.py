@@ -19,6 +19,10 @@ from domain.errors import PaymentStateError
 from domain.idempotency import payment_id
 from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
 
+# How often a delivery a payment paid for is attempted in all when its upstream fails after the charge: the first
+# attempt and two retries with the same payment (docs/proxy.md, "A paid delivery that failed is owed").
+DELIVERY_ATTEMPTS = 3
+
 
 class PaymentState(StrEnum):
     RECEIVED = "RECEIVED"
@@ -82,6 +86,21 @@ class Payment(Aggregate):
     class Forwarded(Aggregate.Event):
         """The proxy forwards a verified, unsettled payment's request to the service's upstream (`settle: after`),
         recorded before it does: the upstream sees one payment at most `FORWARD_LIMIT` times."""
+
+        via: str
+
+    class DeliveryFailed(Aggregate.Event):
+        """A delivery this payment paid for failed after its success answer (the upstream failed or broke off):
+        the delivery is owed, and a retry with the same payment is forwarded again without a new charge (at most
+        `DELIVERY_ATTEMPTS` attempts in all, within the payment's `max_timeout_seconds` of the first failure).
+        `at`: when, in seconds since the epoch (the application's clock)."""
+
+        via: str
+        reason: str
+        at: float
+
+    class Delivered(Aggregate.Event):
+        """An owed delivery was served: the payment is never served again."""
 
         via: str
 
@@ -149,6 +168,9 @@ class Payment(Aggregate):
         self.answer_key: str | None = None  # the Idempotency-Key of the settle request answered success
         self.answered_via: str | None = None
         self.forwards = 0
+        self.delivery_failures = 0  # paid deliveries that failed (`DeliveryFailed`)
+        self.delivery_failed_at: float | None = None  # the first one's time
+        self.delivered = False  # an owed delivery was served (`Delivered`)
 
     # -- verify outcomes -------------------------------------------------------------------------------
     # Every verify records one of these two: triggered with the library's public `trigger_event`, the event class
@@ -224,6 +246,36 @@ class Payment(Aggregate):
     @event(Forwarded)
     def _forward(self, via: str) -> None:
         self.forwards += 1
+
+    # -- deliveries paid for -------------------------------------------------------------------------------
+
+    def fail_delivery(self, via: str, reason: str, at: float) -> None:
+        """The delivery this payment's success answer paid for failed: it is owed."""
+        if not self.success_answered or self.delivered:
+            raise PaymentStateError(self.id, self.state, "owe a delivery")
+        self._fail_delivery(via=via, reason=reason, at=at)
+
+    @event(DeliveryFailed)
+    def _fail_delivery(self, via: str, reason: str, at: float) -> None:
+        self.delivery_failures += 1
+        if self.delivery_failed_at is None:
+            self.delivery_failed_at = at
+
+    def deliver(self, via: str) -> None:
+        """An owed delivery was served."""
+        if not self.delivery_failures or self.delivered:
+            raise PaymentStateError(self.id, self.state, "be delivered (nothing is owed)")
+        self._deliver(via=via)
+
+    @event(Delivered)
+    def _deliver(self, via: str) -> None:
+        self.delivered = True
+
+    def owes_delivery(self, now: float) -> bool:
+        """A paid delivery failed, and another attempt may be made: not delivered since, fewer than
+        `DELIVERY_ATTEMPTS` attempts failed, and within `max_timeout_seconds` of the first failure."""
+        return (self.delivery_failures > 0 and not self.delivered and self.delivery_failures < DELIVERY_ATTEMPTS
+                and self.delivery_failed_at is not None and now - self.delivery_failed_at <= self.max_timeout_seconds)
 
     def fail(self, reason: str, message: str, request_key: str | None = None) -> None:
         if self.is_settled:

@@ -238,8 +238,9 @@ def test_settle_before_charges_then_forwards(stack):
     assert [r.method for r in stack.backend.received] == ["POST"]
 
 
-def test_an_event_stream_reaches_the_client_before_the_upstream_has_finished(stack):
-    stack.route("/sse", mime_type="text/event-stream")
+def test_an_event_stream_on_a_settle_before_route_reaches_the_client_before_the_upstream_has_finished(stack):
+    """Streams are `settle: before`'s: a `settle: after` answer is charged only once it is known whole."""
+    stack.route("/sse", mime_type="text/event-stream", settle="before")
     stack.backend.release_stream.clear()
     response = stack.paying_session().get(stack.url("/sse"), timeout=60, stream=True)
     assert response.status_code == 200

@@ -21,17 +21,27 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from application.outcomes import ProxyDecision, ProxyStep, SettleOutcome
+from application.deliveries import (
+    Declined,
+    DeliveryResult,
+    Duplicate,
+    FailedCharged,
+    FailedUncharged,
+    Pending,
+    Refused,
+    Served,
+)
+from application.errors import UpstreamFailedError
+from application.outcomes import SettleOutcome
 from application.payments import Payments
-from application.ports import FeePayers
+from application.ports import FeePayers, Upstream, UpstreamAnswer
 from application.proxy_services import ProxyServices
 from domain.clients import Capability, Client, merchant_client_id
 from domain.codes import Code
-from domain.errors import PaymentRuleError
 from domain.merchant import merchant_id
 from domain.proxy_service import ProxyService, Route
 from domain.routes import PathRefusedError, forwarding_path
-from domain.x402 import PaymentPayload, Requirements
+from domain.x402 import Requirements
 from interfaces.adapters.outbound import OutboundClient, OutboundError, OutboundResponse
 from interfaces.http.proxy import metrics
 from interfaces.http.proxy.forwarding import Origin, raw_path, request_headers, response_headers, upstream_headers
@@ -127,7 +137,7 @@ class ProxyApp:
             raise Reply(400, {"error": "invalid_path", "message": str(refused)}) from None
         route = self._proxies.match(service, x.method, x.path)  # priced on the very path the upstream gets
         if route is None:
-            raise Reply(404, {"error": "no_route", "message": f"no route of this service matches {x.method}"})
+            raise Reply(404, {"error": "no_route", "message": f"no route of this service matches {x.method} {x.path}"})
         x.route = route
         body = self._body(x, service)
         terms = requirements(route, self._fee_payers.addresses(route.network)[0])
@@ -135,120 +145,105 @@ class ProxyApp:
         signature = x.environ.get("HTTP_PAYMENT_SIGNATURE")
         if not signature:
             raise self._payment_required(route, terms, url, "PAYMENT-SIGNATURE header is required")
-        client = self._client(service)
         try:
-            payload = parse_signature(signature, route, terms, url)
-            x.payment_hash = self._payments.payment_key(client, payload, terms)
-        except (BadPaymentHeaderError, PaymentRuleError) as bad:
-            raise self._payment_required(route, terms, url, str(bad) or "invalid_payload") from None
-        if route.settle == "before":
-            return self._settle_first(x, client, payload, terms, url, body, start_response)
-        return self._settle_after(x, client, payload, terms, url, body, start_response)
+            payload = parse_signature(signature, route, url)
+        except BadPaymentHeaderError as bad:
+            raise self._payment_required(route, terms, url, str(bad)) from None
+        result = self._payments.deliver(self._client(service), payload, terms, via=self._via(x),
+                                        upstream=self._upstream(x, body), settle_first=route.settle == "before")
+        x.payment_hash = result.key
+        return self._answer(x, result, terms, url, start_response)
 
-    def _settle_after(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements, url: str,
-                      body: bytes, start_response: StartResponse) -> Iterable[bytes]:
-        """Admit (verify, count the forward), forward, settle on an upstream answer below 400, pass the answer
-        on: only with the payment's one success answer (docs/proxy.md, "The delivery rule")."""
-        decision = self._payments.admit_forward(client, payload, terms, self._via(x))
-        if decision.step is ProxyStep.REFUSE:
-            raise self._refused(x, decision, terms, url)
-        if decision.step is ProxyStep.SETTLE:  # broadcast by an earlier request: its success is this delivery
-            return self._settle_first(x, client, payload, terms, url, body, start_response)
-        upstream = self._forward(x, body)
-        if upstream.status >= 400:
-            return self._pass(x, upstream, None, start_response)  # the upstream's answer; no charge
-        try:
-            outcome = self._payments.settle(client, payload, terms, via=self._via(x))
-        except BaseException:
-            upstream.close()
-            raise
-        if not outcome.success:
-            upstream.close()
-            self._unsettled(x, outcome, terms, url)
-        return self._pass(x, upstream, outcome, start_response)
-
-    def _settle_first(self, x: Exchange, client: Client, payload: PaymentPayload, terms: Requirements, url: str,
-                      body: bytes, start_response: StartResponse) -> Iterable[bytes]:
-        """`settle: before` (for upstreams that must not run twice): forward only with the success answer."""
-        outcome = self._payments.settle(client, payload, terms, via=self._via(x))
-        if not outcome.success:
-            self._unsettled(x, outcome, terms, url)
-        return self._pass(x, self._forward(x, body), outcome, start_response)
-
-    def _refused(self, x: Exchange, decision: ProxyDecision, terms: Requirements, url: str) -> Reply:
-        if decision.reason == Code.DUPLICATE_REQUEST:
-            return Reply(409, {"error": decision.reason, "message": decision.message or ""},
-                         [("Retry-After", "1"), ("Cache-Control", "no-store")], outcome="duplicate")
-        return self._payment_required(x.matched[1], terms, url, decision.reason or "invalid_payment")
+    def _answer(self, x: Exchange, result: DeliveryResult, terms: Requirements, url: str,
+                start_response: StartResponse) -> Iterable[bytes]:
+        """The delivery's result as HTTP (docs/proxy.md, "The delivery rule"): nothing is decided here."""
+        match result:
+            case Served(answer=answer, settlement=settlement):
+                return self._pass(x, answer, settlement, start_response)
+            case Declined(answer=answer):
+                return self._pass(x, answer, None, start_response)
+            case Pending(settlement=settlement, message=message):
+                raise Reply(202, {"status": "settlement_pending", "transaction": settlement.transaction,
+                                  "message": message},
+                            [("Retry-After", str(RETRY_AFTER_SECONDS)), ("PAYMENT-RESPONSE", _receipt(settlement)),
+                             ("Cache-Control", "no-store")], outcome="pending")
+            case Duplicate(message=message):
+                raise Reply(409, {"error": Code.DUPLICATE_REQUEST.value, "message": message},
+                            [("Retry-After", "1"), ("Cache-Control", "no-store")], outcome="duplicate")
+            case Refused(reason=reason, settlement=settlement):
+                extra = [] if settlement is None else [("PAYMENT-RESPONSE", _receipt(settlement))]
+                raise self._payment_required(x.matched[1], terms, url, reason or "invalid_payment", extra)
+            case FailedUncharged(reason=reason, message=message, status=status):
+                metrics.upstream_error(x, reason if status is None else f"status_{status}")
+                raise Reply(502, _failure(reason, message, status), outcome="upstream_failed")
+            case FailedCharged(reason=reason, message=message, status=status, settlement=settlement):
+                metrics.upstream_error(x, reason if status is None else f"status_{status}")
+                body = {**_failure(reason, message, status), "transaction": settlement.transaction,
+                        "attemptsLeft": result.attempts_left}
+                raise Reply(502, body, [("PAYMENT-RESPONSE", _receipt(settlement)), ("Cache-Control", "no-store")],
+                            outcome="upstream_failed_charged")
+        raise AssertionError(f"unknown delivery result {result!r}")
 
     @staticmethod
     def _via(x: Exchange) -> str:
         service, route = x.matched
         return f"proxy:{service.id}:{route.id}"
 
-    def _unsettled(self, x: Exchange, outcome: SettleOutcome, terms: Requirements, url: str) -> None:
-        response = encode_header(settle_response(False, outcome.transaction, outcome.network, outcome.payer,
-                                                 outcome.error_reason))
-        if outcome.pending:
-            raise Reply(202, {"status": "settlement_pending", "transaction": outcome.transaction,
-                              "message": "the payment is on its way; retry with the same PAYMENT-SIGNATURE"},
-                        [("Retry-After", str(RETRY_AFTER_SECONDS)), ("PAYMENT-RESPONSE", response),
-                         ("Cache-Control", "no-store")], outcome="pending")
-        raise self._payment_required(x.matched[1], terms, url, outcome.error_reason or "settle_failed",
-                                     [("PAYMENT-RESPONSE", response)])
-
     # -- upstream -----------------------------------------------------------------------------------------
 
-    def _forward(self, x: Exchange, body: bytes) -> OutboundResponse:
-        query = str(x.environ.get("QUERY_STRING") or "")
-        service, route = x.matched
-        url = service.base_url.rstrip("/") + x.path + (f"?{query}" if query else "")
-        origin = Origin.of(x.environ, self._base_url(x), self._trusted)
-        headers = upstream_headers(request_headers(x.environ), x.payment_hash, self._proxies.upstream_auth(service),
-                                   origin, cookies=service.pass_cookies)
-        started = time.perf_counter()
-        try:
-            response = self._outbound.request(x.method, url, headers, body if body or x.method not in (
-                "GET", "HEAD", "DELETE", "OPTIONS") else None)
-        except OutboundError as failed:
-            metrics.upstream_error(x, failed.reason)
-            raise Reply(502, {"error": failed.reason, "message": "the service's backend did not answer; "
-                              "no payment was taken" if route.settle == "after" else
-                              "the service's backend did not answer"}, outcome="upstream_failed") from None
-        finally:
-            metrics.upstream_latency(x, time.perf_counter() - started)
-        if response.status >= 500:
-            response.close()
-            metrics.upstream_error(x, f"status_{response.status}")
-            raise Reply(502, {"error": "upstream_error", "status": response.status,
-                              "message": "the service's backend failed; no payment was taken"
-                              if route.settle == "after" else "the service's backend failed"},
-                        outcome="upstream_failed")
-        return response
+    def _upstream(self, x: Exchange, body: bytes) -> Upstream:
+        """The `Upstream` the delivery forwards through: this request to the service's base URL."""
 
-    def _pass(self, x: Exchange, upstream: OutboundResponse, outcome: SettleOutcome | None,
-              start_response: StartResponse) -> Iterator[bytes]:
-        headers = response_headers(upstream.headers, cookies=x.matched[0].pass_cookies)
-        if outcome is not None:
-            headers.append(("PAYMENT-RESPONSE", encode_header(settle_response(
-                True, outcome.transaction, outcome.network, outcome.payer))))
-        start_response(f"{upstream.status} {_reason(upstream.status)}", headers)
-        status = "served" if outcome is not None else "upstream_4xx"
-        self._log(x, upstream.status, status)
-        return self._stream(x, upstream)
+        def forward(payment_key: str) -> UpstreamAnswer:
+            x.payment_hash = payment_key
+            query = str(x.environ.get("QUERY_STRING") or "")
+            service, _ = x.matched
+            url = service.base_url.rstrip("/") + x.path + (f"?{query}" if query else "")
+            origin = Origin.of(x.environ, self._base_url(x), self._trusted)
+            headers = upstream_headers(request_headers(x.environ), payment_key, self._proxies.upstream_auth(service),
+                                       origin, cookies=service.pass_cookies)
+            started = time.perf_counter()
+            try:
+                response = self._outbound.request(x.method, url, headers, body if body or x.method not in (
+                    "GET", "HEAD", "DELETE", "OPTIONS") else None)
+            except OutboundError as failed:
+                raise UpstreamFailedError(failed.reason, "the service's backend did not answer") from None
+            finally:
+                metrics.upstream_latency(x, time.perf_counter() - started)
+            return UpstreamAnswer(response.status, response.headers, self._chunks(x, response), response.close)
 
-    def _stream(self, x: Exchange, upstream: OutboundResponse) -> Iterator[bytes]:
+        return forward
+
+    @staticmethod
+    def _chunks(x: Exchange, response: OutboundResponse) -> Iterator[bytes]:
         sent = 0
         try:
-            for chunk in upstream.stream():
+            for chunk in response.stream():
                 sent += len(chunk)
                 yield chunk
         except OutboundError as broken:
+            raise UpstreamFailedError(broken.reason, f"the service's answer broke off: {broken.message}") from None
+        finally:
+            response.close()
+            metrics.bytes_streamed(x, "response", sent)
+
+    def _pass(self, x: Exchange, upstream: UpstreamAnswer, settlement: SettleOutcome | None,
+              start_response: StartResponse) -> Iterator[bytes]:
+        headers = response_headers(upstream.headers, cookies=x.matched[0].pass_cookies)
+        if settlement is not None:
+            headers.append(("PAYMENT-RESPONSE", _receipt(settlement)))
+        start_response(f"{upstream.status} {_reason(upstream.status)}", headers)
+        self._log(x, upstream.status, "served" if settlement is not None else "upstream_4xx")
+        return self._stream(x, upstream)
+
+    def _stream(self, x: Exchange, upstream: UpstreamAnswer) -> Iterator[bytes]:
+        try:
+            yield from upstream.body
+        except UpstreamFailedError as broken:  # a streamed answer (`settle: before`) cut short after its headers
             metrics.upstream_error(x, broken.reason)
             log.warning("upstream body broke off: %s", broken.reason, extra=self._fields(x, 0, reason=broken.reason))
         finally:
             upstream.close()
-            metrics.bytes_streamed(x, "response", sent)
 
     # -- pieces -------------------------------------------------------------------------------------------
 
@@ -277,6 +272,11 @@ class ProxyApp:
         return loopback and not any(x.environ.get(h) for h in ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED"))
 
     def _body(self, x: Exchange, service: ProxyService) -> bytes:
+        coding = str(x.environ.get("HTTP_TRANSFER_ENCODING") or "").strip().lower()
+        if coding and coding != "chunked":  # never forwarded empty: the proxy decodes no other coding
+            raise Reply(501, {"error": "unsupported_transfer_coding",
+                              "message": f"request bodies sent with Transfer-Encoding {coding!r} are not accepted; "
+                                         "send the body with Content-Length or as plain chunked"})
         limit = service.body_limit
         length = str(x.environ.get("CONTENT_LENGTH") or "").strip()
         if length and (not length.isdigit() or int(length) > limit):
@@ -290,7 +290,7 @@ class ProxyApp:
 
     @staticmethod
     def _read_unsized(stream: Any, limit: int, x: Exchange) -> bytes:
-        if str(x.environ.get("HTTP_TRANSFER_ENCODING", "")).lower() != "chunked":
+        if str(x.environ.get("HTTP_TRANSFER_ENCODING") or "").strip().lower() != "chunked":
             return b""
         data = stream.read(limit + 1)
         return data or b""
@@ -356,3 +356,13 @@ def _reason(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return "Unknown"
+
+
+def _receipt(settlement: SettleOutcome) -> str:
+    """The `PAYMENT-RESPONSE` header of a settle's answer."""
+    return encode_header(settle_response(settlement.success, settlement.transaction, settlement.network,
+                                         settlement.payer, None if settlement.success else settlement.error_reason))
+
+
+def _failure(reason: str, message: str, status: int | None) -> dict[str, Any]:
+    return {"error": reason, "message": message, **({"status": status} if status is not None else {})}

@@ -7,6 +7,7 @@ import binascii
 import json
 from typing import Any
 
+from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
 from domain.proxy_service import Route
 from domain.x402 import PaymentPayload, Requirements
 
@@ -59,9 +60,10 @@ def encode_header(value: dict[str, Any]) -> str:
     return base64.b64encode(json.dumps(value, separators=(",", ":")).encode()).decode()
 
 
-def parse_signature(header: str, route: Route, r: Requirements, url: str) -> PaymentPayload:
-    """The client's payload, with the proxy's own resource and extensions (the route is the authority on what is
-    being sold and what discovery lists, not the client)."""
+def parse_signature(header: str, route: Route, url: str) -> PaymentPayload:
+    """The client's payload as it wrote it (its `accepted` terms are checked against the route's by the payment's
+    own checks, application/payment_checks.py), with the proxy's own resource and extensions (the route is the
+    authority on what is being sold and what discovery lists, not the client)."""
     if len(header) > MAX_SIGNATURE_HEADER:
         raise BadPaymentHeaderError("PAYMENT-SIGNATURE is too large")
     try:
@@ -75,18 +77,22 @@ def parse_signature(header: str, route: Route, r: Requirements, url: str) -> Pay
     if not isinstance(transaction, str) or not transaction:
         raise BadPaymentHeaderError("PAYMENT-SIGNATURE carries no payload.transaction")
     accepted = data.get("accepted")
-    if accepted is not None and not _accepts(accepted, r):
-        raise BadPaymentHeaderError("the payment accepted other terms than this route's")
     bazaar = bazaar_extension(route)
-    return PaymentPayload(transaction=transaction, accepted=r, resource=resource(route, url),
-                          extensions={"bazaar": bazaar} if bazaar else {})
+    return PaymentPayload(transaction=transaction, accepted=None if accepted is None else _accepted(accepted),
+                          resource=resource(route, url), extensions={"bazaar": bazaar} if bazaar else {})
 
 
-def _accepts(accepted: Any, r: Requirements) -> bool:
-    if not isinstance(accepted, dict):
-        return False
-    return (accepted.get("scheme"), accepted.get("network"), str(accepted.get("amount")), accepted.get("asset"),
-            accepted.get("payTo")) == (r.scheme, r.network, str(r.amount), r.asset, r.pay_to)
+def _accepted(value: Any) -> Requirements:
+    """The terms the client accepted, as written (only their shape is checked here)."""
+    if not isinstance(value, dict):
+        raise BadPaymentHeaderError("PAYMENT-SIGNATURE's accepted is not an object")
+    amount, timeout, extra = str(value.get("amount")), value.get("maxTimeoutSeconds"), value.get("extra")
+    if not amount.isascii() or not amount.isdigit():
+        raise BadPaymentHeaderError("PAYMENT-SIGNATURE's accepted.amount is not a string of atomic units")
+    return Requirements(scheme=str(value.get("scheme")), network=str(value.get("network")), amount=int(amount),
+                        asset=str(value.get("asset")), pay_to=str(value.get("payTo")),
+                        max_timeout_seconds=timeout if isinstance(timeout, int) else DEFAULT_MAX_TIMEOUT_SECONDS,
+                        extra=extra if isinstance(extra, dict) else {})
 
 
 def settle_response(success: bool, transaction: str | None, network: str | None, payer: str | None,
