@@ -145,7 +145,7 @@ class Delivery:
     settle_first: bool = False
     judge: Judge = http_verdict
     whole: bool = False
-    buffer_limit: int = ANSWER_BUFFER_BYTES
+    buffer_limit: int | None = None  # ANSWER_BUFFER_BYTES
     now: Callable[[], float] = time.time  # the wall clock of the owed-delivery window
 
     @property
@@ -244,12 +244,12 @@ def _answer(delivery: Delivery, key: str) -> UpstreamAnswer:
     answer = delivery.upstream(key)
     if not delivery.reads_whole:
         return answer
-    body = bytearray()
+    body, limit = bytearray(), delivery.buffer_limit or ANSWER_BUFFER_BYTES
     try:
         for chunk in answer.body:
             body += chunk
-            if len(body) > delivery.buffer_limit:
-                raise UpstreamFailedError(TOO_LARGE, f"the service's answer is over {delivery.buffer_limit} bytes")
+            if len(body) > limit:
+                raise UpstreamFailedError(TOO_LARGE, f"the service's answer is over {limit} bytes")
     finally:
         answer.close()
     return replace(answer, body=(bytes(body),))

@@ -7,6 +7,8 @@ It records every request it receives (method, path, headers, body) and answers b
 - `/sse`: `text/event-stream`, chunked; sends one event, waits for `release_stream` (or 10 s), sends another;
 - `/big-headers`: 200 with 64 KB of headers;
 - `/cookie`: 200 with a `Set-Cookie` and a `PAYMENT-RESPONSE` of its own, echoing the request;
+- `/truncated`: 200 with `Content-Length: 100000`, then 10 bytes, then the connection closed;
+- a path in `failing` (path → count): 500 that many times (the count goes down), then as any other path;
 - anything else: 200 echoing the request as JSON.
 """
 
@@ -37,6 +39,7 @@ class Backend:
     ca: trustme.CA
     received: list[Received] = field(default_factory=list)
     release_stream: threading.Event = field(default_factory=threading.Event)
+    failing: dict[str, int] = field(default_factory=dict)
 
     @property
     def port(self) -> int:
@@ -107,7 +110,18 @@ def start_backend(ca: trustme.CA | None = None, host: str = "127.0.0.1", port: i
         def _handle(self) -> None:
             seen = self._record()
             path = seen.path.split("?", 1)[0]
-            if "/status/" in path:
+            if backend.failing.get(path, 0) > 0:
+                backend.failing[path] -= 1
+                self._json(500, {"error": "failing on purpose"})
+            elif path.endswith("/truncated"):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                self.wfile.write(b"0123456789")
+                self.wfile.flush()
+                self.close_connection = True
+            elif "/status/" in path:
                 code = int(path.rsplit("/", 1)[1])
                 self._json(code, {"status": code})
             elif "/slow/" in path:

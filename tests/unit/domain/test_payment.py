@@ -51,3 +51,42 @@ def test_approve_and_reject_record_what_their_decorated_methods_record():
         event, library_event = ours.collect_events()[1], theirs.collect_events()[1]
         assert type(event) is type(library_event) and type(event).__qualname__ == f"Payment.{name}"
         assert _without_times(vars(event)) == _without_times(vars(library_event))
+
+
+def _paid(**terms: object) -> Payment:
+    payment = Payment.receive(**{**TERMS, **terms})
+    payment.approve("payer", "fee-payer", "blockhash")
+    payment.submit("sig", "fee-payer", "blockhash", "tx")
+    payment.confirm(answered=True, via="proxy:s:r")
+    return payment
+
+
+def test_a_failed_paid_delivery_is_owed_three_attempts_within_the_payments_timeout_and_replays():
+    import pytest
+
+    from domain.errors import PaymentStateError
+    from domain.payment import DELIVERY_ATTEMPTS
+
+    payment = _paid(max_timeout_seconds=60)
+    assert not payment.owes_delivery(1000.0)  # nothing failed: served once, never again
+    payment.fail_delivery("proxy:s:r", "upstream_error", 1000.0)
+    assert payment.owes_delivery(1060.0) and not payment.owes_delivery(1060.5)  # the window: maxTimeoutSeconds
+    for attempt in range(2, DELIVERY_ATTEMPTS + 1):
+        payment.fail_delivery("proxy:s:r", "upstream_timeout", 1000.0 + attempt)
+    assert payment.delivery_failures == 3 and not payment.owes_delivery(1004.0)  # attempts spent
+
+    delivered = _paid()
+    delivered.fail_delivery("proxy:s:r", "upstream_error", 1.0)
+    delivered.deliver("proxy:s:r")
+    assert not delivered.owes_delivery(2.0)
+    with pytest.raises(PaymentStateError):
+        delivered.deliver("proxy:s:r")
+    with pytest.raises(PaymentStateError):
+        delivered.fail_delivery("proxy:s:r", "upstream_error", 3.0)
+    with pytest.raises(PaymentStateError):  # an unpaid payment owes nothing
+        Payment.receive(**TERMS).fail_delivery("proxy:s:r", "upstream_error", 1.0)
+
+    app = Application[object]({"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    app.save(delivered)
+    replayed = app.repository.get(delivered.id)
+    assert (replayed.delivery_failures, replayed.delivery_failed_at, replayed.delivered) == (1, 1.0, True)
