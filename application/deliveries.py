@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -216,11 +216,39 @@ def _forward_paid(ctx: Context, request: PaymentRequest, delivery: Delivery,
         answer.close()
         return _owed(ctx, request, delivery, settlement, "upstream_error", "the service's backend failed",
                      answer.status)
+    if not delivery.reads_whole:
+        answer = replace(answer, body=_streamed(ctx, request, delivery, answer.body))
+    else:
+        _delivered(ctx, request)
+    return Served(request.key, answer, settlement)
+
+
+def _delivered(ctx: Context, request: PaymentRequest) -> None:
+    """An owed delivery served is recorded: the payment is never served again."""
     payment = ctx.store.payment(request.key)
     if payment is not None and payment.delivery_failures and not payment.delivered:
         payment.deliver(request.via or "")
         ctx.store.save(payment)
-    return Served(request.key, answer, settlement)
+
+
+def _streamed(ctx: Context, request: PaymentRequest, delivery: Delivery, body: Iterable[bytes]) -> Iterator[bytes]:
+    """A paid answer passed on as it arrives, after the lock was let go: delivered once it ended; one that breaks
+    off after its headers went out (with the success answer) is owed as well. A retry that saved first wins."""
+    try:
+        yield from body
+    except UpstreamFailedError as broken:
+        try:
+            payment = ctx.store.payment(request.key)
+            if payment is not None and payment.success_answered and not payment.delivered:
+                payment.fail_delivery(request.via or "", broken.reason, delivery.now())
+                ctx.store.save(payment)
+        except DuplicateRequestError:
+            log.warning("the broken answer of %s was not recorded: another request saved first", request.key)
+        raise
+    try:
+        _delivered(ctx, request)
+    except DuplicateRequestError:
+        log.warning("the delivery of %s was not recorded: another request saved first", request.key)
 
 
 def _owed(ctx: Context, request: PaymentRequest, delivery: Delivery, settlement: SettleOutcome, reason: str,

@@ -10,6 +10,7 @@ localnet) and the x402 SDK client are real.
 from __future__ import annotations
 
 import http.client
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,10 +30,16 @@ def get(stack: Stack, path: str, signature: str) -> requests.Response:
 
 
 def events_of(stack: Stack) -> list[str]:
-    """The class names of the events of the payment the backend saw last."""
+    """The class names of the events of the payment the backend saw last, once its delivery is recorded (a
+    streamed answer is recorded delivered when it ended, just after its last byte went out)."""
     key = stack.backend.received[-1].headers["X-Paywarden-Payment-Hash"]
-    payment = stack.gateway.container.payments.get_payment(key)
-    assert payment is not None
+    deadline = time.monotonic() + 5
+    while True:
+        payment = stack.gateway.container.payments.get_payment(key)
+        assert payment is not None
+        if payment.delivered or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     recorded = stack.gateway.container.payments.repository.event_store.get(payment.id)
     return [type(e).__name__ for e in recorded]
 
@@ -62,12 +69,12 @@ def test_a_settle_before_delivery_whose_backend_failed_is_owed_to_the_retry_once
     assert decoded(served.headers["PAYMENT-RESPONSE"]) == {"success": True, "transaction": transaction,
                                                            "network": DEVNET.caip2,
                                                            "payer": str(stack.gateway.payer.pubkey())}
+    assert events_of(stack)[-3:] == ["Confirmed", "DeliveryFailed", "Delivered"]
     again = get(stack, "/orders", signature)
     assert again.status_code == 402  # delivered: never served again
     assert decoded(again.headers["PAYMENT-REQUIRED"])["error"] == "duplicate_settlement"
     assert len(stack.backend.received) == 2
     assert stack.balance(stack.gateway.pay_to.pubkey()) == before + PRICE  # one transfer
-    assert events_of(stack)[-3:] == ["Confirmed", "DeliveryFailed", "Delivered"]
 
 
 def test_a_settle_after_delivery_that_failed_after_a_202_is_owed_to_the_retry(stack_on):
@@ -191,3 +198,64 @@ def test_a_paid_proxied_request_enters_payments_once_and_is_checked_once(stack, 
     monkeypatch.setattr(application.payments, "check_request", check)
     assert get(stack, "/weather/x", signature).status_code == 200
     assert calls == ["deliver"] and len(checks) == 1
+
+
+def test_the_audit_rebuild_replays_the_events_of_an_owed_delivery(request, stack_on, tmp_path, monkeypatch, capsys):
+    from interfaces.cli.main import main
+    from interfaces.runtime.workers import catch_up_all
+
+    stack = stack_on
+    stack.route("/orders", settle="before")
+    stack.backend.failing["/orders"] = 1
+    signature = stack.signature("/orders")
+    assert [get(stack, "/orders", signature).status_code for _ in range(2)] == [502, 200]
+    assert events_of(stack)[-1] == "Delivered"
+    catch_up_all(stack.gateway.container)
+    key = stack.backend.received[-1].headers["X-Paywarden-Payment-Hash"]
+    [payment_id] = stack.gateway.container.payment_list.find_ids(key)
+    timeline = [e.type for e in stack.gateway.container.payment_list.get_timeline(payment_id)]
+
+    for name in ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_DEVNET_RPC_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path))
+    if request.node.callspec.params["stack_on"] == "postgres+redis":
+        monkeypatch.setenv("PAYWARDEN_DATABASE_URL", request.getfixturevalue("postgres_url"))
+        monkeypatch.setenv("PAYWARDEN_REDIS_URL", request.getfixturevalue("redis_url"))
+    assert main(["audit", "rebuild", "--check"]) == 0
+    assert "payment_list: " in capsys.readouterr().err
+    assert timeline[-3:] == ["Payment.Confirmed", "Payment.DeliveryFailed", "Payment.Delivered"]  # the history
+
+
+def test_other_accepted_terms_are_refused_by_the_one_terms_check_the_facilitator_uses(stack):
+    import base64
+    import json
+
+    from tests.integration.test_proxy_delivery import facilitator_body
+
+    stack.route("/weather/*")
+    payload = json.loads(base64.b64decode(stack.signature("/weather/x")))
+    terms = dict(payload["accepted"])
+    payload["accepted"]["amount"] = str(PRICE // 2)  # the client claims other terms than the route's
+    tampered = base64.b64encode(json.dumps(payload).encode()).decode()
+
+    refused = get(stack, "/weather/x", tampered)
+    assert refused.status_code == 402
+    assert decoded(refused.headers["PAYMENT-REQUIRED"])["error"] == "invalid_payment_requirements"
+    settled = stack.gateway.post("/settle", {**facilitator_body(tampered), "paymentRequirements": terms},
+                                 stack.gateway.headers)
+    assert settled.json["errorReason"] == "invalid_payment_requirements"
+    assert stack.backend.received == []
+
+
+def test_a_paid_answer_that_breaks_off_while_streamed_is_owed_to_the_retry(stack):
+    stack.route("/truncated", settle="before")
+    before = stack.balance(stack.gateway.pay_to.pubkey())
+    signature = stack.signature("/truncated")
+    for _ in range(2):
+        with pytest.raises(requests.exceptions.ChunkedEncodingError):
+            get(stack, "/truncated", signature)  # 200 and the success answer, then the body stops short
+    payment = stack.gateway.container.payments.get_payment(
+        stack.backend.received[-1].headers["X-Paywarden-Payment-Hash"])
+    assert payment.delivery_failures == 2 and not payment.delivered
+    assert len(stack.backend.received) == 2  # the retry was forwarded again...
+    assert stack.balance(stack.gateway.pay_to.pubkey()) == before + PRICE  # ...without a new charge
