@@ -167,7 +167,7 @@ def deliver(ctx: Context, request: PaymentRequest, delivery: Delivery) -> Delive
 def _deliver(ctx: Context, request: PaymentRequest, delivery: Delivery) -> DeliveryResult:
     key, via = request.key, request.via or ""
     payment = ctx.store.payment(key)
-    if payment is not None and payment.owes_delivery(delivery.now()):
+    if payment is not None and payment.owes_delivery(delivery.now(), via):
         if (conflict := verifying.bound(payment, request)) is not None:
             return Refused(key, conflict.invalid_reason or "", conflict.invalid_message or "")
         return _forward_paid(ctx, request, delivery, settle_outcome(payment))
@@ -259,7 +259,7 @@ def _owed(ctx: Context, request: PaymentRequest, delivery: Delivery, settlement:
     now = delivery.now()
     payment.fail_delivery(request.via or "", reason, now)
     ctx.store.save(payment)
-    left = DELIVERY_ATTEMPTS - payment.delivery_failures if payment.owes_delivery(now) else 0
+    left = DELIVERY_ATTEMPTS - payment.delivery_failures if payment.owes_delivery(now, request.via or "") else 0
     told = (f"{message}; the payment was taken (transaction {settlement.transaction}): " + (
         f"retry with the same PAYMENT-SIGNATURE within {payment.max_timeout_seconds} s to get the response, "
         f"without a new charge ({left} attempt{'s' if left != 1 else ''} left)" if left else

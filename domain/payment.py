@@ -170,6 +170,7 @@ class Payment(Aggregate):
         self.forwards = 0
         self.delivery_failures = 0  # paid deliveries that failed (`DeliveryFailed`)
         self.delivery_failed_at: float | None = None  # the first one's time
+        self.owed_via: str | None = None  # the door the first one failed at: the owed delivery is made there
         self.delivered = False  # an owed delivery was served (`Delivered`)
 
     # -- verify outcomes -------------------------------------------------------------------------------
@@ -259,7 +260,7 @@ class Payment(Aggregate):
     def _fail_delivery(self, via: str, reason: str, at: float) -> None:
         self.delivery_failures += 1
         if self.delivery_failed_at is None:
-            self.delivery_failed_at = at
+            self.delivery_failed_at, self.owed_via = at, via
 
     def deliver(self, via: str) -> None:
         """An owed delivery was served."""
@@ -271,11 +272,12 @@ class Payment(Aggregate):
     def _deliver(self, via: str) -> None:
         self.delivered = True
 
-    def owes_delivery(self, now: float) -> bool:
-        """A paid delivery failed, and another attempt may be made: not delivered since, fewer than
-        `DELIVERY_ATTEMPTS` attempts failed, and within `max_timeout_seconds` of the first failure."""
+    def owes_delivery(self, now: float, via: str) -> bool:
+        """A paid delivery at the door `via` failed, and another attempt may be made: not delivered since, fewer
+        than `DELIVERY_ATTEMPTS` attempts failed, and within `max_timeout_seconds` of the first failure."""
         return (self.delivery_failures > 0 and not self.delivered and self.delivery_failures < DELIVERY_ATTEMPTS
-                and self.delivery_failed_at is not None and now - self.delivery_failed_at <= self.max_timeout_seconds)
+                and self.owed_via == via and self.delivery_failed_at is not None
+                and now - self.delivery_failed_at <= self.max_timeout_seconds)
 
     def fail(self, reason: str, message: str, request_key: str | None = None) -> None:
         if self.is_settled:

@@ -259,3 +259,16 @@ def test_a_paid_answer_that_breaks_off_while_streamed_is_owed_to_the_retry(stack
     assert payment.delivery_failures == 2 and not payment.delivered
     assert len(stack.backend.received) == 2  # the retry was forwarded again...
     assert stack.balance(stack.gateway.pay_to.pubkey()) == before + PRICE  # ...without a new charge
+
+
+def test_an_owed_delivery_is_made_at_the_route_it_failed_at_only(stack):
+    stack.route("/orders", settle="before")
+    stack.route("/other", settle="before")  # the same price and payTo: another door for the same payment
+    stack.backend.failing["/orders"] = 1
+    signature = stack.signature("/orders")
+    assert get(stack, "/orders", signature).status_code == 502
+    elsewhere = get(stack, "/other", signature)
+    assert elsewhere.status_code == 402
+    assert decoded(elsewhere.headers["PAYMENT-REQUIRED"])["error"] == "duplicate_settlement"
+    assert get(stack, "/orders", signature).status_code == 200
+    assert [r.path for r in stack.backend.received] == ["/orders", "/orders"]

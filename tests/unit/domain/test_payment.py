@@ -68,17 +68,19 @@ def test_a_failed_paid_delivery_is_owed_three_attempts_within_the_payments_timeo
     from domain.payment import DELIVERY_ATTEMPTS
 
     payment = _paid(max_timeout_seconds=60)
-    assert not payment.owes_delivery(1000.0)  # nothing failed: served once, never again
+    assert not payment.owes_delivery(1000.0, "proxy:s:r")  # nothing failed: served once, never again
     payment.fail_delivery("proxy:s:r", "upstream_error", 1000.0)
-    assert payment.owes_delivery(1060.0) and not payment.owes_delivery(1060.5)  # the window: maxTimeoutSeconds
+    assert payment.owes_delivery(1060.0, "proxy:s:r")
+    assert not payment.owes_delivery(1060.5, "proxy:s:r")  # the window: maxTimeoutSeconds
+    assert not payment.owes_delivery(1001.0, "proxy:s:other")  # owed at the door it failed at
     for attempt in range(2, DELIVERY_ATTEMPTS + 1):
         payment.fail_delivery("proxy:s:r", "upstream_timeout", 1000.0 + attempt)
-    assert payment.delivery_failures == 3 and not payment.owes_delivery(1004.0)  # attempts spent
+    assert payment.delivery_failures == 3 and not payment.owes_delivery(1004.0, "proxy:s:r")  # attempts spent
 
     delivered = _paid()
     delivered.fail_delivery("proxy:s:r", "upstream_error", 1.0)
     delivered.deliver("proxy:s:r")
-    assert not delivered.owes_delivery(2.0)
+    assert not delivered.owes_delivery(2.0, "proxy:s:r")
     with pytest.raises(PaymentStateError):
         delivered.deliver("proxy:s:r")
     with pytest.raises(PaymentStateError):
