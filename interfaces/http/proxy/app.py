@@ -1,13 +1,12 @@
 """The transparent proxy: `{proxy_url}/{slug}/{rest}?{query}` charged with x402 and forwarded to the service.
 
-A plain WSGI application (the upstream's headers, Set-Cookie included, pass through untouched, and bodies stream
-both ways). Per request: find the service by slug (404), refuse it inactive (503 `service_inactive`) or on a domain that
-is blocked or no longer verified (503 `domain_blocked`/`domain_unverified`, serving.py), match the
-route as the x402 SDK does (404), refuse an ambiguous path (400), bound the body (413); without
-PAYMENT-SIGNATURE answer 402 with PAYMENT-REQUIRED; with it, take the payment through the `Payments` application
-in-process and forward (docs/proxy.md has the whole flow, and why `settle: after` settles only on an upstream
-answer below 400).
-"""
+A plain WSGI application (the upstream's headers, Set-Cookie included, pass through untouched). Per request: find
+the service by slug (404), refuse it inactive (503 `service_inactive`) or on a domain that is blocked or no longer
+verified (503 `domain_blocked`/`domain_unverified`, serving.py), match the route as the x402 SDK does (404), refuse
+an ambiguous path (400), refuse a body in a transfer coding it does not decode (501) and bound the body (413);
+without PAYMENT-SIGNATURE answer 402 with PAYMENT-REQUIRED; with it, one call: `Payments.deliver` with this
+request's `Upstream`, whose one result is mapped to HTTP here (docs/proxy.md, "The delivery rule"): the proxy
+decides nothing about money."""
 
 from __future__ import annotations
 
