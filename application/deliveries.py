@@ -212,6 +212,9 @@ def _forward_paid(ctx: Context, request: PaymentRequest, delivery: Delivery,
         answer = _answer(delivery, request.key)
     except UpstreamFailedError as failed:
         return _owed(ctx, request, delivery, settlement, failed.reason, failed.message)
+    except Exception:  # a fault of the transport's own: the client paid, and is told so
+        log.exception("forwarding the paid request of %s failed", request.key)
+        return _owed(ctx, request, delivery, settlement, "proxy_error", "the request could not be forwarded")
     if delivery.judge(answer) is Verdict.FAILED:
         answer.close()
         return _owed(ctx, request, delivery, settlement, "upstream_error", "the service's backend failed",

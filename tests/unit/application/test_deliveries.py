@@ -86,3 +86,11 @@ def test_a_settle_after_answer_over_the_buffer_is_not_charged(payments, chain, m
         assert chain.sent == []
     else:
         assert isinstance(result, Served) and len(chain.sent) == 1
+
+
+def test_a_transport_fault_after_the_charge_still_says_the_payment_was_taken(payments, chain):
+    payload, requirements = payment()
+    owed = payments.deliver(CLIENT, payload, requirements, via=VIA, upstream=Tool(RuntimeError("a bug")),
+                            settle_first=True)
+    assert isinstance(owed, FailedCharged) and owed.reason == "proxy_error" and owed.settlement.success
+    assert "payment was taken" in owed.message and len(chain.sent) == 1
