@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from solders.keypair import Keypair
 
 from domain.checkpoint import NoteError, parse_signing_key
+from domain.cosignature import parse_witnesses
 from domain.exact import ExactLimits
 
 
@@ -65,6 +66,7 @@ class Config:
     audit_checkpoint_seconds: int = 60  # the audit log follower signs a checkpoint this often when the log grew
     audit_signing_key: str = ""  # PRIVATE+KEY+name+keyid+key (sumdb/note signer key); empty: see docs/audit.md
     audit_origin: str = "paywarden.local/audit"  # the log's name in a sandbox key made on first use
+    audit_witnesses: str = ""  # `URL KEY[, URL KEY …]`: the witnesses that cosign each checkpoint (docs/audit.md)
     # The merchant console (docs/console.md)
     console_url: str = ""  # its public address: password links, the Origin check; empty: http://127.0.0.1:8404
     service_domains: tuple[str, ...] = ()  # the service's own domains: no merchant may claim them
@@ -206,6 +208,15 @@ def _audit_key(env: Mapping[str, str], name: str) -> str:
     return raw
 
 
+def _audit_witnesses(env: Mapping[str, str], name: str) -> str:
+    raw = env.get(name, "").strip()
+    try:
+        parse_witnesses(raw)
+    except NoteError as bad:
+        raise ConfigError(f"{name}: {bad}") from None
+    return raw
+
+
 def _audit_origin(env: Mapping[str, str], name: str, default: str) -> str:
     raw = env.get(name, "").strip() or default
     if any(c.isspace() or c == "+" for c in raw):
@@ -254,6 +265,7 @@ def load_config(env: Mapping[str, str] | None = None, *, require: bool = True) -
         audit_checkpoint_seconds=_int(env, "PAYWARDEN_AUDIT_CHECKPOINT_SECONDS", 60, minimum=1),
         audit_signing_key=_audit_key(env, "PAYWARDEN_AUDIT_SIGNING_KEY"),
         audit_origin=_audit_origin(env, "PAYWARDEN_AUDIT_ORIGIN", "paywarden.local/audit"),
+        audit_witnesses=_audit_witnesses(env, "PAYWARDEN_AUDIT_WITNESSES"),
         console_url=_url(env, "PAYWARDEN_CONSOLE_URL", ("http", "https")).rstrip("/"),
         service_domains=_names(env, "PAYWARDEN_SERVICE_DOMAINS"),
         blocked_domains=_names(env, "PAYWARDEN_BLOCKED_DOMAINS"),

@@ -14,6 +14,7 @@ from interfaces.adapters.outbound import OutboundClient, OutboundPolicy, Resolve
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
+from interfaces.audit.tiles import TileSource
 from interfaces.container import Container, sqlite_dir
 from interfaces.http.console import collaborators as console
 from interfaces.http.console.security import LoginThrottle
@@ -46,6 +47,7 @@ def api_collaborators(container: Container, *, probes: Probes | None = None) -> 
         served=tuple(sorted(container.chains.by_network)), anonymous=config.anonymous,
         rate_limit_storage=config.redis_url or "memory://", rate_limit_per_key=config.rate_limit_per_key,
         rate_limit_per_ip=config.rate_limit_per_ip, trusted_proxies=config.trusted_proxies,
+        audit_tiles=TileSource(config),
     )
 
 

@@ -30,6 +30,9 @@ class AuditLogView(SqlView):
         # Beside a checkpoint, its tree's compact range (the perfect subtrees' roots, hex, largest first): a
         # process's first checkpoint resumes from it instead of reading every leaf again.
         "CREATE TABLE IF NOT EXISTS audit_ranges (size BIGINT PRIMARY KEY, hashes TEXT NOT NULL)",
+        # Witnesses' cosignatures of a checkpoint (C2SP tlog-cosignature): the signature line each returned.
+        "CREATE TABLE IF NOT EXISTS audit_cosignatures (size BIGINT NOT NULL, witness TEXT NOT NULL, "
+        "line TEXT NOT NULL, recorded_at TEXT NOT NULL, PRIMARY KEY (size, witness))",
     )
 
     def append(self, tracking: Tracking, leaf: bytes) -> None:
@@ -65,6 +68,34 @@ class AuditLogView(SqlView):
         """The kept checkpoint of this tree size, if any."""
         rows = self.rows("SELECT size, note FROM audit_checkpoints WHERE size = ?", (size,))
         return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def entries_between(self, start: int, end: int) -> list[tuple[int, str, int, bytes]]:
+        """(idx, application, position, leaf) of the leaves `start` to `end - 1`, in log order."""
+        rows = self.rows("SELECT idx, application, position, leaf FROM audit_log WHERE idx >= ? AND idx < ? "
+                         "ORDER BY idx", (start, end))
+        return [(int(r[0]), r[1], int(r[2]), bytes.fromhex(r[3])) for r in rows]
+
+    def latest_checkpoint(self) -> tuple[int, str] | None:
+        """(size, note) of the largest kept checkpoint."""
+        rows = self.rows("SELECT size, note FROM audit_checkpoints ORDER BY size DESC LIMIT 1")
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def record_cosignature(self, size: int, witness: str, line: str, recorded_at: str) -> None:
+        """Keep a witness's cosignature line of the checkpoint of `size` (the newest line of that witness wins)."""
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql("DELETE FROM audit_cosignatures WHERE size = ? AND witness = ?"), (size, witness))
+            c.execute(self.sql("INSERT INTO audit_cosignatures VALUES (?, ?, ?, ?)"),
+                      (size, witness, line, recorded_at))
+
+    def cosigned_size(self, witness: str) -> int | None:
+        """The largest checkpoint size `witness` cosigned."""
+        rows = self.rows("SELECT MAX(size) FROM audit_cosignatures WHERE witness = ?", (witness,))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def cosignatures(self, size: int) -> list[str]:
+        """The witnesses' cosignature lines of the checkpoint of `size`, by witness name."""
+        return [r[0] for r in self.rows("SELECT line FROM audit_cosignatures WHERE size = ? ORDER BY witness",
+                                        (size,))]
 
     def leaves(self, size: int | None = None) -> list[bytes]:
         rows = self.rows("SELECT leaf FROM audit_log WHERE idx < ? ORDER BY idx", (self.size() if size is None

@@ -25,6 +25,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain import merkle
 from domain.checkpoint import Checkpoint, NoteError, VerifierKey, open_note, parse_checkpoint
+from domain.cosignature import parse_witnesses
 from domain.log_entry import EntryError, LogEntry
 from interfaces.audit.history import plain_state
 from interfaces.audit.signing import CheckpointSigner, load_signer
@@ -171,8 +172,9 @@ class AuditLog:
         size = checkpoints[-1][0]
         out.mkdir(parents=True, exist_ok=True)
         (out / "checkpoints").mkdir(exist_ok=True)
-        for kept_size, note, _ in checkpoints:
-            (out / "checkpoints" / f"{kept_size}.txt").write_text(note)
+        for kept_size, note, _ in checkpoints:  # each with the witnesses' cosignatures it gathered
+            cosigned = "".join(line + "\n" for line in self.view.cosignatures(kept_size))
+            (out / "checkpoints" / f"{kept_size}.txt").write_text(note + cosigned)
         (out / "key.pub").write_text(key.encoded() + "\n")
         entries = self.view.entries(size)
         (out / "leaves.txt").write_text("".join(f"{leaf.hex()}\n" for *_, leaf in entries))
@@ -259,7 +261,10 @@ def leaf_of(application: str, position: int, originator_id: Any, originator_vers
 def follow(config: Config, stop: threading.Event, *, poll_seconds: float = 1.0) -> None:
     """Catch up and checkpoint every interval until `stop`; failures (a store starting up or down, another process
     creating the tables at the same moment) are logged and retried, never fatal."""
+    from interfaces.audit.witnessing import submit
+
     interval = config.audit_checkpoint_seconds
+    witnesses = parse_witnesses(config.audit_witnesses)
     audit: AuditLog | None = None
     signer: Any = None
     last_checkpoint = 0.0
@@ -275,8 +280,10 @@ def follow(config: Config, stop: threading.Event, *, poll_seconds: float = 1.0) 
                 audit.catch_up()
                 now = datetime.now(UTC).timestamp()
                 if signer is not None and now - last_checkpoint >= interval:
-                    audit.checkpoint(signer)
+                    size, note = audit.checkpoint(signer)
                     last_checkpoint = now
+                    if witnesses:
+                        submit(audit.view, witnesses, size, note)
             except Exception:
                 log.exception("audit log follower failed; retrying")
             stop.wait(poll_seconds)

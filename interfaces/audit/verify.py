@@ -6,6 +6,7 @@
    aggregate's versions run 1, 2, 3 …: a swapped or deleted event is named.
 3. The lines are exactly the newest checkpoint's leaves, and the recomputed root of every checkpoint's prefix equals
    its signed root; the first event whose leaf differs from the recorded one is named.
+   With a witness policy (`K:KEY,…`), the newest checkpoint must carry K valid witness cosignatures.
 4. An old checkpoint the auditor kept is proved consistent with the newest (RFC 6962 consistency proof).
 5. Chosen payments' events are proved included (RFC 6962 inclusion proofs).
 6. The events are replayed into totals: settled volume per merchant, network and asset.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from domain import merkle
 from domain.checkpoint import Checkpoint, NoteError, VerifierKey, parse_checkpoint, parse_verifier_key, verify_note
 from domain.clients import merchant_client_id
+from domain.cosignature import WitnessPolicy
 from domain.log_entry import EntryError, LogEntry
 from interfaces.audit.signing import ed25519_verify
 
@@ -47,7 +49,8 @@ class Report:
         self.failures.append(message)
 
 
-def verify_export(directory: Path, kept: Sequence[Path] = (), payments: Sequence[str] = ()) -> Report:
+def verify_export(directory: Path, kept: Sequence[Path] = (), payments: Sequence[str] = (),
+                  policy: WitnessPolicy | None = None) -> Report:
     report = Report()
     try:
         key = parse_verifier_key((directory / "key.pub").read_text())
@@ -62,6 +65,8 @@ def verify_export(directory: Path, kept: Sequence[Path] = (), payments: Sequence
         return report
     newest = max(checkpoints, key=lambda c: c.size)
     report.size = newest.size
+    if policy is not None:
+        _witnessed(directory / "checkpoints" / f"{newest.size}.txt", policy, report)
     entries, leaves = _entries(directory / "events.jsonl", report)
     if entries is None:
         return report
@@ -89,8 +94,18 @@ def verify_export(directory: Path, kept: Sequence[Path] = (), payments: Sequence
     return report
 
 
+def _witnessed(note_file: Path, policy: WitnessPolicy, report: Report) -> None:
+    """The newest checkpoint carries the cosignatures the auditor's witness policy asks for."""
+    try:
+        found = policy.check(note_file.read_text(), ed25519_verify)
+    except (OSError, NoteError) as unwitnessed:
+        report.fail(f"checkpoint {report.size} is not witnessed as the policy asks: {unwitnessed}")
+        return
+    report.notes.append(f"witnessed: checkpoint {report.size} cosigned by {', '.join(c.witness for c in found)}")
+
+
 def verify_live(audit: AuditLog, key: VerifierKey, kept: Sequence[Path] = (),
-                payments: Sequence[str] = ()) -> Report:
+                payments: Sequence[str] = (), policy: WitnessPolicy | None = None) -> Report:
     """The live store against its log and checkpoints: an export of it made now, verified as an auditor would,
     plus what only the live store shows (logged events gone from the store, events slipped into the logged range).
     """
@@ -106,7 +121,7 @@ def verify_live(audit: AuditLog, key: VerifierKey, kept: Sequence[Path] = (),
             report = Report()
             report.fail(str(none))
             return report
-        report = verify_export(directory, kept, payments)
+        report = verify_export(directory, kept, payments, policy)
         report.failures[:0] = [f"{where} is in the log but no longer in the event store (deleted)"
                                for where in missing]
         report.failures.extend(f"{where} is in the event store within the logged range but not in the log "

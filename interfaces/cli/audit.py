@@ -101,11 +101,25 @@ def _audit_log() -> AuditLog:
     return AuditLog.open(load_config())
 
 
+def _witnessed(audit: AuditLog, size: int, note: str) -> str:
+    """The checkpoint after the configured witnesses were asked to cosign it (each refusal named on stderr)."""
+    from domain.cosignature import parse_witnesses
+    from interfaces.audit.witnessing import submit
+
+    witnesses = parse_witnesses(audit.config.audit_witnesses)
+    for outcome in submit(audit.view, witnesses, size, note):
+        if not outcome.cosigned:
+            print(f"paywarden: witness {outcome.witness} refused checkpoint {size}: {outcome.detail}",
+                  file=sys.stderr)
+    return note + "".join(line + "\n" for line in audit.view.cosignatures(size))
+
+
 def checkpoint(args: argparse.Namespace) -> int:
     audit = _audit_log()
     try:
         added = audit.catch_up()
         size, note = audit.checkpoint()
+        note = _witnessed(audit, size, note)
     finally:
         audit.close()
     print(note, end="")
@@ -118,29 +132,40 @@ def export(args: argparse.Namespace) -> int:
 
     audit = _audit_log()
     try:
+        from interfaces.audit.tiles import TileSource
+
         audit.catch_up()
         signer = audit.signer()
-        audit.checkpoint(signer)
+        _witnessed(audit, *audit.checkpoint(signer))
         size = audit.export(Path(args.out), signer.verifier)
+        TileSource(audit=audit).write(Path(args.out))
     finally:
         audit.close()
-    print(f"exported {size} events, their checkpoints and the public key to {args.out}", file=sys.stderr)
+    print(f"exported {size} events, their checkpoints, the public key and the log's tiles to {args.out}",
+          file=sys.stderr)
     return 0
 
 
 def verify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from domain.checkpoint import NoteError
+    from domain.cosignature import WitnessPolicy
     from interfaces.audit.verify import verify_export, verify_live
 
     kept = [Path(p) for p in args.checkpoint]
+    try:
+        policy = WitnessPolicy.parse(args.witness_policy) if args.witness_policy else None
+    except NoteError as bad:
+        print(f"paywarden: --witness-policy: {bad}", file=sys.stderr)
+        return 2
     if args.live == (args.directory is not None):
         print("paywarden: give an export directory, or --live", file=sys.stderr)
         return 2
     if args.live:
         audit = _audit_log()
         try:
-            report = verify_live(audit, audit.signer().verifier, kept, args.payment)
+            report = verify_live(audit, audit.signer().verifier, kept, args.payment, policy)
         finally:
             audit.close()
     else:
@@ -148,7 +173,7 @@ def verify(args: argparse.Namespace) -> int:
             print(f"paywarden: no export directory at {args.directory} (write one with `paywarden audit export "
                   "--out DIR`)", file=sys.stderr)
             return 2
-        report = verify_export(Path(args.directory), kept, args.payment)
+        report = verify_export(Path(args.directory), kept, args.payment, policy)
     for note in report.notes:
         print(note)
     for failure in report.failures:
@@ -283,6 +308,8 @@ def add_parser(commands: Any) -> None:
                    help="a checkpoint you kept: prove the log only grew since (repeatable)")
     v.add_argument("--payment", action="append", default=[], metavar="ID",
                    help="prove this payment's events are in the log (repeatable)")
+    v.add_argument("--witness-policy", metavar="K:KEY[,KEY…]",
+                   help="fail unless the newest checkpoint carries K valid cosignatures by these witness keys")
     v.set_defaults(func=_guarded(verify))
     k = audit.add_parser("keygen", help="make a checkpoint signing key (PAYWARDEN_AUDIT_SIGNING_KEY)")
     k.add_argument("name", help="the log's name, e.g. paywarden.example.com/audit")
@@ -295,3 +322,59 @@ def add_parser(commands: Any) -> None:
     ch.add_argument("--rpc-url", action="append", default=[], metavar="NETWORK=URL",
                     help="RPC endpoint of a network (default: PAYWARDEN_DEVNET_RPC_URL, PAYWARDEN_MAINNET_RPC_URL)")
     ch.set_defaults(func=_guarded(chain))
+
+
+# -- the witness ----------------------------------------------------------------------------------------------
+
+
+def witness_keygen(args: argparse.Namespace) -> int:
+    from interfaces.audit.witness import WitnessSigner
+
+    signer = WitnessSigner.generate(args.name)
+    print(signer.encoded())
+    print(f"witness key (give it to the logs and auditors): {signer.key.encoded()}", file=sys.stderr)
+    return 0
+
+
+def witness_serve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from domain.checkpoint import parse_verifier_key
+    from interfaces.audit.witness import Witness, WitnessSigner
+    from interfaces.runtime.observability import configure_logging
+
+    configure_logging("info")
+    signer = WitnessSigner.parse(Path(args.key_file).read_text())
+    witness = Witness(signer, [parse_verifier_key(k) for k in args.log], Path(args.state))
+    host, _, port = args.listen.rpartition(":")
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *_: Any) -> None:  # the witness logs each decision itself
+            pass
+
+    server = make_server(host or "127.0.0.1", int(port), witness, handler_class=Quiet)
+    print(f"witness {signer.name} listening on http://{host or '127.0.0.1'}:{server.server_address[1]} "
+          f"(key {signer.key.encoded()})", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def add_witness_parser(commands: Any) -> None:
+    w = commands.add_parser("witness", help="a C2SP tlog-witness that cosigns consistent checkpoints of audit "
+                                            "logs (docs/audit.md)").add_subparsers(dest="action", required=True)
+    k = w.add_parser("keygen", help="make a witness key (keep it in a file only the witness reads)")
+    k.add_argument("name", help="the witness's name, e.g. witness.example.com/w1")
+    k.set_defaults(func=_guarded(witness_keygen))
+    s = w.add_parser("serve", help="answer POST /add-checkpoint until interrupted")
+    s.add_argument("--listen", default="127.0.0.1:7380", help="HOST:PORT (default 127.0.0.1:7380)")
+    s.add_argument("--key-file", required=True, help="the file `paywarden witness keygen` wrote")
+    s.add_argument("--state", required=True, help="the witness's state file (created): what it last cosigned")
+    s.add_argument("--log", action="append", required=True, metavar="KEY",
+                   help="a log's verifier key (name+keyid+key; the name is its origin): repeatable")
+    s.set_defaults(func=_guarded(witness_serve))

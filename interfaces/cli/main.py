@@ -251,8 +251,10 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(func=bench)
 
     from interfaces.cli.audit import add_parser as audit_commands
+    from interfaces.cli.audit import add_witness_parser
 
     audit_commands(commands)
+    add_witness_parser(commands)
 
     from interfaces.cli.bench_reference import add_arguments as reference_arguments
 

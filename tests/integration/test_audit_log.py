@@ -66,7 +66,8 @@ def confirmed_payment_lines(directory):
 def test_an_export_verifies_offline_and_replays_to_the_settled_totals(logged, capsys):
     gateway, _, tmp_path = logged
     directory = export(capsys, tmp_path)
-    assert sorted(p.name for p in directory.iterdir()) == ["checkpoints", "events.jsonl", "key.pub", "leaves.txt"]
+    assert sorted(p.name for p in directory.iterdir()) == ["checkpoint", "checkpoints", "events.jsonl", "key.pub",
+                                                         "leaves.txt", "tile"]
     status, out, _ = run(capsys, "audit", "verify", str(directory))
     assert status == 0, out
     size = len(lines(directory))

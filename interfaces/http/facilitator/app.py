@@ -22,6 +22,7 @@ from interfaces.http.discovery.search import DiscoverySearchResource
 from interfaces.http.facilitator import errors
 from interfaces.http.facilitator.payment_history import PaymentResource
 from interfaces.http.facilitator.payments import SettleResource, SupportedResource, VerifyResource
+from interfaces.http.ops import audit_log
 from interfaces.http.ops.health import HealthzResource, ReadyzResource
 from interfaces.http.ops.metrics import MetricsResource
 from interfaces.http.ops.openapi import OpenApiResource, build_document
@@ -56,6 +57,7 @@ class Collaborators:
     rate_limit_per_key: str
     rate_limit_per_ip: str
     trusted_proxies: tuple[str, ...]
+    audit_tiles: audit_log.TileReader  # the audit log as tlog tiles (GET /audit/log/…)
 
 
 def create_app(c: Collaborators) -> falcon.App:
@@ -82,6 +84,7 @@ def create_app(c: Collaborators) -> falcon.App:
     app.add_route("/healthz", HealthzResource())
     app.add_route("/readyz", ReadyzResource(c.probes))
     app.add_route("/metrics", MetricsResource(c.probes, c.webhooks_view))
+    audit_log.mount(app, c.audit_tiles)
     app.add_route("/openapi.json", OpenApiResource(build_document(anonymous=c.anonymous)))
     errors.register(app)
     return app
