@@ -66,6 +66,7 @@ class Config:
     audit_checkpoint_seconds: int = 60  # the audit log follower signs a checkpoint this often when the log grew
     audit_signing_key: str = ""  # PRIVATE+KEY+name+keyid+key (sumdb/note signer key); empty: see docs/audit.md
     audit_origin: str = "paywarden.local/audit"  # the log's name in a sandbox key made on first use
+    books_reconcile_seconds: int = 30  # the books are compared with the chain this often (docs/audit.md)
     audit_witnesses: str = ""  # `URL KEY[, URL KEY …]`: the witnesses that cosign each checkpoint (docs/audit.md)
     # The merchant console (docs/console.md)
     console_url: str = ""  # its public address: password links, the Origin check; empty: http://127.0.0.1:8404
@@ -266,6 +267,7 @@ def load_config(env: Mapping[str, str] | None = None, *, require: bool = True) -
         audit_signing_key=_audit_key(env, "PAYWARDEN_AUDIT_SIGNING_KEY"),
         audit_origin=_audit_origin(env, "PAYWARDEN_AUDIT_ORIGIN", "paywarden.local/audit"),
         audit_witnesses=_audit_witnesses(env, "PAYWARDEN_AUDIT_WITNESSES"),
+        books_reconcile_seconds=_int(env, "PAYWARDEN_BOOKS_RECONCILE_SECONDS", 30, minimum=1),
         console_url=_url(env, "PAYWARDEN_CONSOLE_URL", ("http", "https")).rstrip("/"),
         service_domains=_names(env, "PAYWARDEN_SERVICE_DOMAINS"),
         blocked_domains=_names(env, "PAYWARDEN_BLOCKED_DOMAINS"),

@@ -13,6 +13,7 @@ from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 from redis import Redis
 
+from application.books import Books
 from application.listings import BatchFirst, Listings, StoredPayments
 from application.merchants import DomainUsage, MerchantRecords, Merchants, MerchantSettings
 from application.payment_store import Settings
@@ -197,6 +198,7 @@ class Container:
     redis: Redis | None = None  # the Redis client when PAYWARDEN_REDIS_URL is set
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
     payment_volume: PaymentVolumeView | None = None  # settled USDC per day/hour and service; payments' services
+    books: Books | None = None  # the reconciliation of the payments with the chain (interfaces/audit/books.py)
 
     def key_lookup(self) -> CachedAccounts:
         """The API's key lookup: the accounts view cached in this process, dropped when the view changes (pushed
@@ -224,6 +226,8 @@ class Container:
         for optional in (self.result_cache, self.payment_volume):
             if optional is not None:
                 optional.datastore.close()
+        if self.books is not None:
+            self.books.close()
         if self.redis is not None:
             self.redis.close()
 
@@ -278,7 +282,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
         proxies=proxies, merchant_records=merchant_records, payment_list=payment_list, key_uses=key_uses,
         key_usage=KeyUsage(key_uses), service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView),
         sandbox=sandbox, redis=redis, result_cache=result_cache,
-        payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView))
+        payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView),
+        books=Books(store_env(config, "books")))
     read_your_writes(container)
     return container
 

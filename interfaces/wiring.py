@@ -33,7 +33,7 @@ def probe_targets(container: Container) -> ProbeTargets:
     return ProbeTargets(event_stores=(container.payments, container.merchants, container.listings),
                         chains=container.chains.by_network, fee_payers=container.fee_payers,
                         fee_payer_floor=container.config.fee_payer_min_lamports, followed=followed,
-                        redis=container.redis)
+                        redis=container.redis, books=container.books)
 
 
 def api_collaborators(container: Container, *, probes: Probes | None = None) -> api.Collaborators:
@@ -84,6 +84,7 @@ def console_collaborators(container: Container, *, api_url: str = "",
         console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
         trusted_proxies=config.trusted_proxies, api_url=api_url, close=container.close, fee_payers=health,
         proxy_url=config.proxy_url, payment_volume=container.payment_volume,
+        books=container.books.status if container.books is not None else lambda: None,
     )
 
 

@@ -68,6 +68,13 @@ class JsonRpc:
         return self.call("getTransaction", signature, {"encoding": "json", "commitment": "confirmed",
                                                        "maxSupportedTransactionVersion": 0})
 
+    def signatures_for(self, address: str, until: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        """`getSignaturesForAddress`: the address's transactions newest first, back to (not including) `until`."""
+        config: dict[str, Any] = {"commitment": "confirmed", "limit": limit}
+        if until:
+            config["until"] = until
+        return list(self.call("getSignaturesForAddress", address, config) or [])
+
     def blockhash_valid(self, blockhash: str) -> bool:
         return bool(self.call("isBlockhashValid", blockhash, {"commitment": "confirmed"})["value"])
 
@@ -122,7 +129,7 @@ def check(payments: Application, rpc_for: Any, since: datetime | None = None) ->
         report.checked += 1
         landed = rpc.transaction(p.signature)
         if p.state == "CONFIRMED":
-            if (problem := _confirmed(p, landed)) is not None:
+            if (problem := confirmed_problem(p, landed)) is not None:
                 report.problems.append(f"{p.payment_id}: CONFIRMED in the books, but {problem}")
         elif p.state == "SUBMITTED":
             if landed is not None and landed["meta"]["err"] is None:
@@ -136,7 +143,7 @@ def check(payments: Application, rpc_for: Any, since: datetime | None = None) ->
     return report
 
 
-def _confirmed(p: BookedPayment, landed: dict[str, Any] | None) -> str | None:
+def confirmed_problem(p: BookedPayment, landed: dict[str, Any] | None) -> str | None:
     if landed is None:
         return f"the chain has no transaction {p.signature}"
     meta = landed.get("meta") or {}

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from interfaces.runtime.observability import MULTIPROC_ENV
@@ -83,6 +83,10 @@ class ScrapeCollector(Collector):
             if isinstance(lamports, int):
                 balance.add_metric([network, address], lamports)
         yield balance
+        books = self._probes.books()
+        if books is not None:
+            yield CounterMetricFamily("paywarden_books_mismatches", "Mismatches the reconciler found between the "
+                                      "books and the chain (docs/audit.md).", value=books["mismatches"])
         yield GaugeMetricFamily("paywarden_fee_payer_min_lamports", "The configured floor of a fee payer's balance "
                                 "(PAYWARDEN_FEE_PAYER_MIN_LAMPORTS); below it /readyz answers 503.",
                                 value=self._probes.fee_payer_floor)

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.application import Application
@@ -73,6 +73,10 @@ class FollowedLog:
     read_model: ReadModel
 
 
+class BooksStatus(Protocol):
+    def status(self) -> dict[str, Any]: ...  # last_pass, checked, mismatches, latest (application/books.py)
+
+
 @dataclass(frozen=True)
 class ProbeTargets:
     """What the probes ask, built by the composition root (interfaces/wiring.py)."""
@@ -83,6 +87,7 @@ class ProbeTargets:
     fee_payer_floor: int  # lamports: a fee payer under it is "low"
     followed: Sequence[FollowedLog] = ()  # the read models whose lag /metrics shows
     redis: Redis | None = None
+    books: BooksStatus | None = None  # the reconciliation of the payments with the chain
 
 
 class Probes:
@@ -132,6 +137,16 @@ class Probes:
                 checks[name] = functools.partial(_balance_text, chain, address)
         answers = run_bounded(checks, self.timeout)
         return {keys[name]: int(answer) if answer.isdigit() else answer for name, answer in answers.items()}
+
+    def books(self) -> dict[str, Any] | None:
+        """The last reconciliation of the books with the chain (None when it is not kept here or cannot be read):
+        /readyz's detail, /metrics' `paywarden_books_mismatches_total`, the console's overview."""
+        if self._targets.books is None:
+            return None
+        try:
+            return self._targets.books.status()
+        except Exception:  # a store that is down is /readyz's event_store check to report
+            return None
 
     def projection_lags(self) -> dict[str, int]:
         """Per read model: the events in its application's log from the oldest one it has not applied (0 when

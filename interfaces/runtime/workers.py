@@ -8,6 +8,7 @@ a batch is read and decoded once, each read model applies its share in its own t
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -63,6 +64,26 @@ def _result_cache_view(container: Container) -> Any:
     return container.result_cache if container.redis is None else RedisResultCacheView(container.redis)
 
 
+def reconciler(container: Container) -> Any:
+    """The books' reconciler of this deployment, once an RPC endpoint of a served network is known (beside `up`,
+    the localnet it serves, which it records once it answers); None until then."""
+    from domain.networks import DEVNET, MAINNET
+    from interfaces.audit.books import Reconciler
+    from interfaces.audit.chain import JsonRpc
+    from interfaces.audit.stores import reader
+    from interfaces.config import beside_running_stack
+
+    config = beside_running_stack(container.config)
+    urls = {DEVNET.caip2: config.devnet_rpc_url, MAINNET.caip2: config.mainnet_rpc_url}
+    networks = [n for n in container.chains.by_network if urls.get(n)]
+    if not networks or container.books is None:
+        return None
+    clients = {n: JsonRpc(urls[n]) for n in networks}
+    return Reconciler(container.books, reader(config, PAYMENTS_STORE), clients.get,
+                      {n: list(container.fee_payers.addresses(n)) for n in networks},
+                      booked_elsewhere=lambda signature: bool(container.payment_list.find_ids(signature)))
+
+
 def catch_up_all(container: Container, names: Sequence[str] = ()) -> int:
     """The selected read models level with their logs now, as the worker brings them (`followers`); how many
     notifications they applied, all together."""
@@ -84,6 +105,11 @@ def run(container: Container, names: Sequence[str] = (), stop: threading.Event |
 
         threads.append(threading.Thread(target=follow_audit_log, args=(container.config, stop), name="audit-log",
                                         daemon=True))
+        from interfaces.audit.books import follow as follow_books
+
+        threads.append(threading.Thread(target=follow_books, args=(functools.partial(reconciler, container), stop),
+                                        kwargs={"seconds": container.config.books_reconcile_seconds},
+                                        name="books-reconciler", daemon=True))
     if not names and not runs_in_the_api_worker(container):
         # Settlements answered `settlement_pending` are carried on to CONFIRMED or FAILED
         # (interfaces/runtime/followup.py); with in-process locks, by the API worker instead.

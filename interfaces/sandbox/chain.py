@@ -190,6 +190,19 @@ class Sandbox:
         with self.lock:
             return self._history.get(signature)
 
+    def signatures_for(self, address: str, *, until: str | None = None, limit: int = 1000) -> list[Landed]:
+        """The landed transactions that name `address` among their accounts, newest first, stopping before
+        `until` (as `getSignaturesForAddress` pages)."""
+        found: list[Landed] = []
+        with self.lock:
+            for landed in reversed(self._history.values()):
+                if landed.signature == until or len(found) >= limit:
+                    break
+                keys = {str(k) for k in landed.transaction.message.account_keys}
+                if address in keys or address in landed.loaded_addresses[0] or address in landed.loaded_addresses[1]:
+                    found.append(landed)
+        return found
+
     def fee_for(self, message: Message | MessageV0) -> int:
         """The fee LiteSVM charges: the signature fee only (it charges no prioritization fee)."""
         return LAMPORTS_PER_SIGNATURE * message.header.num_required_signatures

@@ -203,6 +203,16 @@ class _Rpc:
                              "confirmationStatus": "finalized" if final else "confirmed"})
         return self._context(statuses, config)
 
+    def rpc_getSignaturesForAddress(self, address: str, config: dict | None = None) -> list[dict]:
+        config = _config(config)
+        limit = int(config.get("limit") or 1000)
+        if not 1 <= limit <= 1000:
+            raise _invalid("limit is 1 to 1000")
+        until = config.get("until")
+        return [{"signature": landed.signature, "slot": landed.slot, "err": landed.err, "memo": None,
+                 "blockTime": landed.block_time, "confirmationStatus": "confirmed"}
+                for landed in self._sandbox.signatures_for(str(_pubkey(address)), until=until, limit=limit)]
+
     def rpc_getTransaction(self, signature: str, config: dict | str | None = None) -> dict | None:
         config = {"encoding": config} if isinstance(config, str) else _config(config)
         landed = self._sandbox.transaction(str(signature))

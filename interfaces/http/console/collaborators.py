@@ -43,6 +43,7 @@ class Collaborators:
     api_url: str = ""  # the facilitator API, for the pages' examples
     close: Callable[[], None] = lambda: None
     fee_payers: Callable[[], list[dict[str, str]]] = lambda: []  # the overview's fee payer health
+    books: Callable[[], dict[str, Any] | None] = lambda: None  # the last reconciliation with the chain
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
     payment_volume: PaymentVolumeView | None = None  # the overview's chart, payments' services
 

@@ -218,7 +218,7 @@ class OverviewPage(ContextPage):
             "payments": (last := view.get_page(merchant_id=merchant_id, limit=10).items if view is not None else None),
             "services": volume.get_services([p.payment_id for p in last]) if volume is not None and last else {},
             "active_keys": sum(1 for k in self._c.accounts.list_keys(merchant_id) if not k.revoked_at),
-            "fee_payers": self._c.fee_payers(), "charts": charts,
+            "fee_payers": self._c.fee_payers(), "charts": charts, "books": self._c.books(),
         }
 
 

@@ -24,4 +24,7 @@ class ReadyzResource:
         ready = all(answer == OK for answer in checks.values())
         resp.status = falcon.HTTP_200 if ready else falcon.HTTP_503
         resp.media = {"status": "ok" if ready else "unavailable", "checks": checks}
+        if (books := self._probes.books()) is not None:  # a detail: a mismatch is the auditor's, not the balancer's
+            resp.media["books"] = {"last_reconciled": books["last_pass"], "mismatches": books["mismatches"],
+                                   "latest": [m["detail"] for m in books["latest"][-3:]]}
         resp.cache_control = ["no-store"]

@@ -1,0 +1,167 @@
+"""The books against the chain, continuously: a reconciler in the projection worker compares, as they happen,
+every CONFIRMED payment with its transaction on the chain, and every transaction our fee payers signed with a
+payment that settled it. Each pass and each mismatch is an event of the `Books` application (domain/books.py);
+/metrics counts the mismatches (`paywarden_books_mismatches_total`), /readyz and the console show the last pass.
+
+A pass reads the payments log after the position it last reached (a `Payment.Confirmed` is checked against the
+transaction its payment submitted, as `audit chain` checks it), then each fee payer's history on the chain after
+the signature it last saw (`getSignaturesForAddress`, at most 1,000 a pass, newest first): a transaction the fee
+payer signed that no `Payment.SettlementSubmitted` recorded is an unbooked transfer. A payment's broadcast is
+recorded before it is sent, so a settling payment is never mistaken for one. A network without an RPC endpoint is
+not reconciled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import Application
+
+from application.books import Books
+from interfaces.audit.chain import BookedPayment, JsonRpc, confirmed_problem
+from interfaces.audit.history import plain_state
+
+PAYMENT = "domain.payment:Payment."
+BATCH = 500
+REMEMBERED = 100_000  # settlement signatures kept in memory; older ones are looked up in the payments read model
+log = logging.getLogger("paywarden.books")
+
+
+@dataclass
+class Reconciler:
+    books: Books
+    payments: Application[UUID]  # read only: the payments event store
+    rpc_for: Callable[[str], JsonRpc | None]  # a network's JSON-RPC, None when none is configured
+    fee_payers: Mapping[str, Sequence[str]]  # network -> our fee payers' addresses
+    booked_elsewhere: Callable[[str], bool] = lambda _: False  # a settlement signature the read model knows
+    settled: OrderedDict[str, str] = field(default_factory=OrderedDict)  # signature -> payment id
+
+    def run_once(self) -> list[dict[str, str]]:
+        """One pass; returns the mismatches it found (each recorded as an event)."""
+        state = self.books.reconciliation()
+        at = datetime.now(UTC).isoformat()
+        mismatches: list[dict[str, str]] = []
+        position, checked = self._payments(state.position, mismatches)
+        seen = dict(state.seen)
+        for network, addresses in sorted(self.fee_payers.items()):
+            rpc = self.rpc_for(network)
+            if rpc is None:
+                continue
+            for address in addresses:
+                checked += self._fee_payer(rpc, network, address, seen, mismatches)
+        if position != state.position or seen != state.seen or mismatches or state.last_pass is None:
+            self.books.record(at=at, position=position, seen=seen, checked=checked, mismatches=mismatches)
+        for found in mismatches:
+            log.error("books mismatch %s on %s: %s", found["kind"], found["network"], found["detail"])
+        return mismatches
+
+    def _payments(self, position: int, mismatches: list[dict[str, str]]) -> tuple[int, int]:
+        checked = 0
+        while True:
+            notifications = self.payments.recorder.select_notifications(position, BATCH, inclusive_of_start=False)
+            for n in notifications:
+                kind = n.topic.removeprefix(PAYMENT)
+                if kind == "SettlementSubmitted":
+                    state = self.payments.mapper.transcoder.decode(plain_state(self.payments, n.state))
+                    self._remember(str(state.get("signature")), str(n.originator_id))
+                elif kind == "Confirmed":
+                    problem = self._confirmed(UUID(str(n.originator_id)))
+                    checked += 1
+                    if problem is not None:
+                        mismatches.append(problem)
+            if notifications:
+                position = notifications[-1].id
+            if len(notifications) < BATCH:
+                return position, checked
+
+    def _confirmed(self, payment_id: UUID) -> dict[str, str] | None:
+        payment = self._booked(payment_id)
+        if payment is None or payment.signature is None:
+            return None
+        rpc = self.rpc_for(payment.network)
+        if rpc is None:
+            return None
+        landed = rpc.transaction(payment.signature)
+        problem = confirmed_problem(payment, landed)
+        if problem is None:
+            return None
+        kind = "confirmed_not_on_chain" if landed is None else "confirmed_amount"
+        return {"kind": kind, "network": payment.network, "signature": payment.signature,
+                "payment_id": payment.payment_id, "detail": f"payment {payment.payment_id} is CONFIRMED in the "
+                                                            f"books, but {problem}"}
+
+    def _booked(self, payment_id: UUID) -> BookedPayment | None:
+        """The payment as its own events record it."""
+        payment: BookedPayment | None = None
+        for stored in self.payments.recorder.select_events(payment_id):
+            kind = stored.topic.removeprefix(PAYMENT)
+            state = self.payments.mapper.transcoder.decode(plain_state(self.payments, stored.state))
+            if kind == "Received":
+                payment = BookedPayment(str(payment_id), state.get("timestamp") or datetime.now(UTC),
+                                        state["network"], state["asset"], int(state["amount"]), state["pay_to"])
+            elif payment is not None and kind in ("SettlementSubmitted", "Confirmed"):
+                payment.signature = state.get("signature") or payment.signature
+                payment.state = "CONFIRMED" if kind == "Confirmed" else "SUBMITTED"
+        return payment
+
+    def _fee_payer(self, rpc: JsonRpc, network: str, address: str, seen: dict[str, str],
+                   mismatches: list[dict[str, str]]) -> int:
+        signatures = rpc.signatures_for(address, until=seen.get(address))
+        for entry in reversed(signatures):  # oldest first
+            signature = str(entry["signature"])
+            if signature in self.settled or self.booked_elsewhere(signature):
+                continue
+            landed = rpc.transaction(signature)
+            if not _signed_by(landed, address):  # it names the fee payer (funding it, say) without its signature
+                continue
+            mismatches.append({"kind": "unbooked_transfer", "network": network, "signature": signature,
+                               "payment_id": "", "detail": f"fee payer {address} signed {signature}, which no "
+                                                           f"payment settled{_movements(landed)}"})
+        if signatures:
+            seen[address] = str(signatures[0]["signature"])
+        return len(signatures)
+
+    def _remember(self, signature: str, payment_id: str) -> None:
+        self.settled[signature] = payment_id
+        while len(self.settled) > REMEMBERED:
+            self.settled.popitem(last=False)
+
+
+def _signed_by(landed: dict[str, Any] | None, address: str) -> bool:
+    if landed is None:
+        return False
+    message = landed["transaction"]["message"]
+    return address in message["accountKeys"][:message["header"]["numRequiredSignatures"]]
+
+
+def _movements(landed: dict[str, Any] | None) -> str:
+    """What the transaction moved, as token balances changed (`owner: +amount mint`)."""
+    meta = (landed or {}).get("meta") or {}
+    changes: dict[tuple[str, str], int] = {}
+    for sign, balances in ((-1, meta.get("preTokenBalances") or []), (1, meta.get("postTokenBalances") or [])):
+        for b in balances:
+            key = (str(b.get("owner") or b.get("accountIndex")), str(b.get("mint")))
+            changes[key] = changes.get(key, 0) + sign * int(b["uiTokenAmount"]["amount"])
+    moved = [f"{owner}: {amount:+d} {mint}" for (owner, mint), amount in sorted(changes.items()) if amount]
+    return f" (token balances: {'; '.join(moved)})" if moved else ""
+
+
+def follow(reconciler_of: Callable[[], Reconciler | None], stop: threading.Event, *, seconds: float) -> None:
+    """A pass every `seconds` until `stop`; `reconciler_of` builds it once an RPC endpoint is known (beside `up`,
+    the localnet it serves). Failures (an RPC endpoint or a store down) are logged and retried."""
+    reconciler: Reconciler | None = None
+    while not stop.is_set():
+        try:
+            reconciler = reconciler or reconciler_of()
+            if reconciler is not None:
+                reconciler.run_once()
+        except Exception:
+            log.exception("books reconciliation failed; retrying")
+        stop.wait(seconds)
