@@ -158,3 +158,46 @@ def test_a_witness_refuses_an_unknown_log_a_forged_signature_and_a_stale_old_siz
     assert other.add_checkpoint(f"old 0\n\n{note}".encode()).status == 404
     assert witness.add_checkpoint(b"old 01\n\n" + note.encode()).status == 400
     assert witness.add_checkpoint(f"old {size + 1}\n\n{note}".encode()).status == 400
+
+
+def test_paywarden_witness_keygen_and_serve_cosign_over_http(logged, capsys, tmp_path):
+    """The witness as an operator runs it: `paywarden witness keygen` then `paywarden witness serve`."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tests.faults import free_port
+
+    assert run(capsys, "audit", "checkpoint")[0] == 0
+    key = log_key(capsys)
+    _, note, _ = run(capsys, "audit", "checkpoint")
+    paywarden = [str(Path(sys.executable).with_name("paywarden"))]
+    made = subprocess.run([*paywarden, "witness", "keygen", "witness.example/cli"], capture_output=True, text=True,
+                          check=True)
+    (tmp_path / "witness.key").write_text(made.stdout)
+    witness_key = made.stderr.strip().rsplit(" ", 1)[-1]
+    port = free_port()
+    server = subprocess.Popen([*paywarden, "witness", "serve", "--listen", f"127.0.0.1:{port}", "--key-file",
+                               str(tmp_path / "witness.key"), "--state", str(tmp_path / "state.json"), "--log",
+                               key.encoded()], stdout=subprocess.PIPE, text=True)
+    try:
+        assert f"listening on http://127.0.0.1:{port}" in server.stdout.readline()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                answer = httpx.post(f"http://127.0.0.1:{port}/add-checkpoint", content=f"old 0\n\n{note}".encode())
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert answer.status_code == 200
+        from domain.cosignature import cosignatures, parse_witness_key
+        from interfaces.audit.signing import ed25519_verify
+
+        assert [c.witness for c in cosignatures(note + answer.text, [parse_witness_key(witness_key)],
+                                                 ed25519_verify)] == ["witness.example/cli"]
+        assert httpx.get(f"http://127.0.0.1:{port}/add-checkpoint").status_code == 405
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
