@@ -100,10 +100,19 @@ class HealthSchema(Schema):
     status = fields.String(required=True, validate=validate.Equal("ok"))
 
 
+class BooksSchema(Schema):
+    last_reconciled = fields.String(allow_none=True, required=True, metadata={
+        "description": "when the books were last reconciled with the chain (ISO 8601), null before the first pass"})
+    mismatches = fields.Integer(required=True, metadata={"description": "mismatches found in all (docs/audit.md)"})
+    latest = fields.List(fields.String(), required=True, metadata={"description": "the latest three, in words"})
+
+
 class ReadinessSchema(Schema):
     status = fields.String(required=True, validate=validate.OneOf(("ok", "unavailable")))
     checks = fields.Dict(keys=fields.String(), values=fields.String(), required=True, metadata={
         "description": "event_store, redis, rpc:<network>, fee_payer:<network>:<address> → \"ok\" or why not"})
+    books = fields.Nested(BooksSchema, metadata={
+        "description": "the last reconciliation of the books with the chain: a detail, not a readiness check"})
 
 
 class PaymentEventSchema(Schema):
