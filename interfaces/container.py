@@ -45,7 +45,8 @@ from interfaces.adapters.signers import KeypairFeePayers, parse_secret, read_key
 from interfaces.adapters.sqlite import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
 from interfaces.adapters.sqlite import SYNCHRONOUS as SQLITE_SYNCHRONOUS
 from interfaces.adapters.sqlite import WAL_AUTOCHECKPOINT as SQLITE_WAL_AUTOCHECKPOINT
-from interfaces.adapters.sqlite import LeanDatastore, durable_sends
+from interfaces.adapters.sqlite import LeanDatastore
+from interfaces.adapters.sqlite_durability import durable_sends
 from interfaces.config import Config, ConfigError
 from interfaces.runtime.probes import ProbedChain
 from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
@@ -236,8 +237,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
           resolver: Resolver | None = None) -> Container:
     chains, sandbox = build_chains(config, sandbox)
     if not is_postgres(config.database_url):  # the payments store is durable before any broadcast
-        durable_sends(chains, Path(store_env(config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
-    instrument_chains(chains)  # chain RPC latency and errors in /metrics
+        durable_sends(chains.by_network, Path(store_env(config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
+    instrument_chains(chains.by_network)  # chain RPC latency and errors in /metrics
     fee_payers = build_fee_payers(config)
     if sandbox is not None:
         fund_fee_payers(sandbox, fee_payers.addresses())

@@ -385,7 +385,8 @@ def bulk_sqlite(datastore: Any) -> Callable[[], None]:
     that makes the store durable (`fsync_database`), run once at the end of the load. A crash of the operating
     system during the load can lose or damage that store: load again. A PostgreSQL datastore is left as it is
     (returns a barrier that does nothing)."""
-    from interfaces.adapters.sqlite import LeanDatastore, fsync_database
+    from interfaces.adapters.sqlite import LeanDatastore
+    from interfaces.adapters.sqlite_durability import fsync_database
 
     if not isinstance(datastore, LeanDatastore):
         return lambda: None

@@ -18,7 +18,7 @@ from typing import Any
 
 from interfaces.adapters.postgres import is_postgres
 from interfaces.adapters.redis import RedisResultCacheView
-from interfaces.adapters.sqlite import BackgroundCheckpoints
+from interfaces.adapters.sqlite_durability import BackgroundCheckpoints
 from interfaces.container import PAYMENTS_STORE, Container, store_env
 from interfaces.runtime.followup import follow_up_pending, runs_in_the_api_worker
 from projections.accounts import AccountsProjection

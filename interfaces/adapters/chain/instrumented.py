@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from application.ports import ChainUnavailableError, SignatureStatus, Simulation, SubmissionError
 from domain.networks import network as known_network
 from interfaces.runtime.metrics_registry import CHAIN_DURATION, CHAIN_ERRORS, child
+
+if TYPE_CHECKING:  # probes.py imports this module
+    from interfaces.runtime.probes import ProbedChain
 
 T = TypeVar("T")
 
@@ -21,7 +24,7 @@ def network_label(caip2: str) -> str:
 class InstrumentedChain:
     """Implements `Chain` (and the optional `health`/`sol_balance` probes) over another adapter, with metrics."""
 
-    def __init__(self, caip2: str, inner: Any) -> None:
+    def __init__(self, caip2: str, inner: ProbedChain) -> None:
         self.inner, self.network = inner, network_label(caip2)
 
     def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> Simulation:
@@ -48,9 +51,6 @@ class InstrumentedChain:
     def sol_balance(self, address: str) -> int:
         return self._timed("sol_balance", self.inner.sol_balance, address)
 
-    def __getattr__(self, name: str) -> Any:  # anything else the adapter offers, untimed
-        return getattr(self.inner, name)
-
     def _timed(self, method: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         started = time.perf_counter()
         try:
@@ -68,9 +68,8 @@ class InstrumentedChain:
             child(CHAIN_DURATION, self.network, method).observe(time.perf_counter() - started)
 
 
-def instrument_chains(chains: Any) -> Any:
-    """Wrap each adapter of a `Chains` (its `by_network` mapping) in place; idempotent."""
-    for caip2, chain in list(chains.by_network.items()):
+def instrument_chains(by_network: dict[str, ProbedChain]) -> None:
+    """Wrap each adapter of a `Chains`' `by_network` mapping in place; idempotent."""
+    for caip2, chain in list(by_network.items()):
         if not isinstance(chain, InstrumentedChain):
-            chains.by_network[caip2] = InstrumentedChain(caip2, chain)
-    return chains
+            by_network[caip2] = InstrumentedChain(caip2, chain)

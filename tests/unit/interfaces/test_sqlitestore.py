@@ -19,15 +19,8 @@ from eventsourcing import sqlite
 from eventsourcing.persistence import ConnectionPoolClosedError, InfrastructureFactory, OperationalError, StoredEvent
 from eventsourcing.utils import Environment
 
-from interfaces.adapters.sqlite import (
-    BackgroundCheckpoints,
-    DurableSends,
-    GroupFsync,
-    LeanApplicationRecorder,
-    LeanDatastore,
-    SQLiteFactory,
-    fsync_database,
-)
+from interfaces.adapters.sqlite import LeanApplicationRecorder, LeanDatastore, SQLiteFactory
+from interfaces.adapters.sqlite_durability import BackgroundCheckpoints, DurableSends, GroupFsync, fsync_database
 from interfaces.config import Config
 from interfaces.container import store_env
 from tests.sqlite_files import events_in_the_main_file_alone
@@ -89,7 +82,7 @@ class Inner:
         self.log.append(f"send {transaction.hex()}")
         return "signature"
 
-    def simulate(self, transaction: bytes) -> str:
+    def simulate(self, transaction: bytes, *, signatures_verified: bool = False) -> str:
         self.log.append("simulate")
         return "simulated"
 
@@ -186,7 +179,7 @@ def test_in_a_gevent_worker_the_fsync_leaves_the_other_greenlets_running(tmp_pat
     script = """
 from gevent import monkey; monkey.patch_all()
 import gevent, json, time
-from interfaces.adapters.sqlite import GroupFsync
+from interfaces.adapters.sqlite_durability import GroupFsync
 ticks = []
 def ticker():
     while True:
