@@ -75,26 +75,10 @@ class PaymentStore:
         if request:
             request.claims.clear()
         try:
-            self._record(payment, *claims)
+            self._app.save(payment, *claims)
         except IntegrityError as race:
             raise DuplicateRequestError("another request for this payment, or for its transaction, won the race; "
                                         "retry") from race
-
-    def _record(self, *aggregates: Payment | Claim) -> None:
-        """`Application.save` of these aggregates as what its event store's `put` does with their events, in the
-        same order: the mapper's stored events, in one `insert_events` of the recorder, all or nothing. `save` adds
-        nothing else for `Payments` (no snapshots, no aggregate cache, no `notify`), and it would ask of each object,
-        by two runtime `Protocol` checks, whether it is an event or an aggregate (~20 µs per verify); `put` would
-        also build the `Recording`s `save` returns, which nothing here reads (docs/performance.md). An application
-        that snapshots, caches aggregates or has a `save` or `notify` of its own (a `Leader` prompts its followers
-        from `save`) is saved by `save`."""
-        app = self._app
-        if (app.snapshotting_intervals or app.repository.cache is not None or type(app).save is not Application.save
-                or type(app).notify is not Application.notify):
-            app.save(*aggregates)
-            return
-        stored = app.mapper.to_stored_event
-        app.recorder.insert_events([stored(event) for aggregate in aggregates for event in aggregate.collect_events()])
 
     @contextmanager
     def admitted(self, key: str, operation: str, ttl: float,

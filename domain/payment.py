@@ -10,10 +10,10 @@ result. Settled means settled once: exactly one settle answer says success, and 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
-from eventsourcing.domain import Aggregate, event, get_topic  # eventsourcing.utils' get_topic, as domain.py uses it
+from eventsourcing.domain import Aggregate, event
 
 from domain.errors import PaymentStateError
 from domain.idempotency import payment_id
@@ -118,21 +118,11 @@ class Payment(Aggregate):
     def receive(cls, *, idempotency_key: str, client_id: str, network: str, asset: str, amount: int, pay_to: str,
                 terms_digest: str, client_signature: str, extensions: dict[str, Any], resource: dict[str, Any] | None,
                 max_timeout_seconds: int = DEFAULT_MAX_TIMEOUT_SECONDS, message_hash: str | None = None) -> Payment:
-        """`Payment(...)`, made as the library makes it (`MetaAggregate.__call__`), from its public parts: the
-        `Received` event (the id derived from the key, the first version, now, the class's topic), the aggregate its
-        `mutate` makes (running `__init__` as a replay does), the event pending. What it leaves out is the
-        library's sorting and checking of `__init__`'s arguments, which keywords make moot: ~8 of a creation's
-        ~22 µs (docs/performance.md)."""
-        state: dict[str, Any] = dict(
-            idempotency_key=idempotency_key, client_id=client_id, network=network, asset=asset, amount=amount,
-            pay_to=pay_to, terms_digest=terms_digest, client_signature=client_signature, extensions=extensions,
-            resource=resource, max_timeout_seconds=max_timeout_seconds, message_hash=message_hash,
-        )
-        received = cls.Received(originator_id=payment_id(idempotency_key), originator_version=cls.INITIAL_VERSION,
-                                timestamp=cls.Received.create_timestamp(), originator_topic=_TOPIC, **state)
-        payment = cast(Payment, received.mutate(None))
-        payment.pending_events.append(received)
-        return payment
+        """A new payment, as `Payment(...)` makes it: the keywords name every term."""
+        return cls(idempotency_key=idempotency_key, client_id=client_id, network=network, asset=asset, amount=amount,
+                   pay_to=pay_to, terms_digest=terms_digest, client_signature=client_signature,
+                   extensions=extensions, resource=resource, max_timeout_seconds=max_timeout_seconds,
+                   message_hash=message_hash)
 
     @event(Received)
     def __init__(
@@ -300,5 +290,3 @@ class Payment(Aggregate):
     def is_pending(self) -> bool:
         return self.state is PaymentState.SUBMITTED
 
-
-_TOPIC = get_topic(Payment)  # the class's topic as the library writes it in a created event (registered names too)

@@ -1,4 +1,4 @@
-"""`Payment.receive`: the payment `Payment(...)` makes, from the library's public parts."""
+"""`Payment.receive` and the verify outcomes: what the library's constructor and decorated methods make."""
 
 from __future__ import annotations
 
