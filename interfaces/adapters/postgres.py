@@ -8,7 +8,8 @@ one database without sharing a table.
 `PostgresFactory` is eventsourcing's factory with three changes: schema creation runs under a PostgreSQL
 advisory lock, so processes starting at once (two `serve` hosts, a worker and the CLI) create each table exactly
 once instead of racing on `CREATE TYPE` / `CREATE TABLE IF NOT EXISTS` (which fail concurrently in PostgreSQL);
-its pool gives up a reconnection chain after a few seconds so the next request retries at once; and applications
+its pool gives up a reconnection chain after a few seconds so the next request retries at once; a request fails
+within one pool timeout once the database has been out of reach for two (`BoundedDatastore`); and applications
 insert their events in one round trip (`PostgresApplicationRecorder`). See docs/production.md.
 """
 
@@ -143,38 +144,58 @@ class DatabaseUnreachable(PersistenceError):
 OUTAGE_RIDDEN = 2  # pool timeouts (PAYWARDEN_DATABASE_TIMEOUT_SECONDS) of an outage a request rides out
 
 
-def bounded_outage(get_connection: Any, ride_seconds: float) -> Any:
-    """`get_connection` (a datastore's), failing at once once the database has been out of reach for `ride_seconds`.
+class BoundedDatastore(postgres.PostgresDatastore):
+    """eventsourcing's PostgreSQL datastore, whose `get_connection` fails at once once the database has been out of
+    reach for `ride_seconds`.
 
     eventsourcing's recorders and ours retry a statement that fails with `OperationalError` ten times, 0.2 s apart,
     and a pool that cannot connect fails each `getconn` only after its whole timeout: during an outage every request
-    waited ten timeouts (~22 s at the default 2 s) before its 500, where the operator is promised one. Now the first
+    would wait ten timeouts (~22 s at the default 2 s) before its 500, where the operator is promised one. The first
     `getconn` that times out starts the outage's clock; an outage shorter than `ride_seconds` is still ridden out
     by the retries (a request waits for the database's return), and once the clock has passed `ride_seconds` a
     timed-out `getconn` raises `DatabaseUnreachable`, which no retry catches: a request then fails after one
     timeout. A connection handed out to anyone stops the clock, so a pool that is only busy (connections coming
     back) never reaches it. Errors of a statement on a connection (a connection broken by a restart) are retried
-    as before."""
-    began: float | None = None  # when the first timed-out getconn of this outage ended
+    as before. Built with the library's documented constructor arguments (`PostgresFactory`, below)."""
+
+    def __init__(self, *args: Any, ride_seconds: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ride_seconds = ride_seconds
+        self._outage_began: float | None = None  # when the first timed-out getconn of this outage ended
 
     @contextmanager
-    def bounded() -> Iterator[Any]:
-        nonlocal began
+    def get_connection(self) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with get_connection() as conn:
-                began = None
+            with super().get_connection() as conn:
+                self._outage_began = None
                 yield conn
         except OperationalError as failed:
             if not isinstance(failed.__cause__, psycopg_pool.PoolTimeout):
                 raise
-            if began is None:
-                began = time.monotonic()
-            elif time.monotonic() - began >= ride_seconds:
-                raise DatabaseUnreachable(f"no database connection for over {ride_seconds:g} s (the database out "
-                                          f"of reach, or every pooled connection busy that long): {failed}") from failed
+            if self._outage_began is None:
+                self._outage_began = time.monotonic()
+            elif time.monotonic() - self._outage_began >= self.ride_seconds:
+                raise DatabaseUnreachable(f"no database connection for over {self.ride_seconds:g} s (the database "
+                                          f"out of reach, or every pooled connection busy that long): {failed}"
+                                          ) from failed
             raise
 
-    return bounded
+
+def bounded_datastore(library: postgres.PostgresDatastore, ride_seconds: float) -> BoundedDatastore:
+    """A `BoundedDatastore` with the settings the library's factory read from the environment into `library` (which
+    has opened no connection yet): its documented constructor arguments, read back from the datastore and its pool
+    (a psycopg_pool `ConnectionPool`, whose settings are public attributes)."""
+    pool = library.pool
+    connect = dict(pool.kwargs) if isinstance(pool.kwargs, dict) else {}
+    return BoundedDatastore(
+        connect["dbname"], connect["host"], connect["port"], connect["user"], connect["password"],
+        connect_timeout=pool.timeout, idle_in_transaction_session_timeout=library.idle_in_transaction_session_timeout,
+        pool_size=pool.min_size, max_overflow=pool.max_size - pool.min_size, max_waiting=pool.max_waiting,
+        conn_max_age=pool.max_lifetime, pre_ping=library.pre_ping, lock_timeout=library.lock_timeout,
+        schema=library.schema, pool_open_timeout=library.pool_open_timeout, get_password_func=pool.get_password_func,
+        single_row_tracking=library.single_row_tracking, enable_db_functions=library.enable_db_functions,
+        originator_id_type="text" if library.originator_id_type == "text" else "uuid", ride_seconds=ride_seconds,
+    )
 
 
 class PostgresFactory(postgres.PostgresFactory):
@@ -185,6 +206,9 @@ class PostgresFactory(postgres.PostgresFactory):
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
+        library = self.datastore
+        self.datastore = bounded_datastore(library, OUTAGE_RIDDEN * library.pool.timeout)
+        library.close()
         # psycopg_pool retries a lost connection with a doubling delay for 5 minutes: after a 30 s outage the
         # next attempt may be 30 s away. Giving up after RECONNECT_SECONDS lets the next request start a fresh
         # attempt at once, so service resumes within seconds of the database's return.
@@ -192,8 +216,6 @@ class PostgresFactory(postgres.PostgresFactory):
         self.datastore.pool.max_idle = IDLE_SECONDS  # read when the pool opens (its first use)
         if isinstance(connect := self.datastore.pool.kwargs, dict):  # every pooled connection's connect() arguments
             connect.update(LIVENESS)
-        self.datastore.get_connection = bounded_outage(  # type: ignore[method-assign]
-            self.datastore.get_connection, OUTAGE_RIDDEN * self.datastore.pool.timeout)
 
     def aggregate_recorder(self, purpose: str = "events") -> Any:
         with self._creating():
