@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 from urllib.parse import urlsplit
 
 from eventsourcing.persistence import InfrastructureFactory
@@ -49,24 +48,38 @@ from interfaces.adapters.sqlite import LeanDatastore
 from interfaces.adapters.sqlite_durability import durable_sends
 from interfaces.config import Config, ConfigError
 from interfaces.runtime.probes import ProbedChain
-from projections.accounts import AccountsProjection, AccountsView, SqliteAccountsView
-from projections.catalog import CatalogProjection, CatalogView, SqliteCatalogView
+from projections.accounts import AccountsProjection, AccountsView, PostgresAccountsView, SqliteAccountsView
+from projections.audit_log import PostgresAuditLogView, SqliteAuditLogView
+from projections.catalog import CatalogProjection, CatalogView, PostgresCatalogView, SqliteCatalogView
 from projections.key_use import STORE as KEY_USE_STORE
-from projections.key_use import KeyUseView, SqliteKeyUseView
-from projections.payment_list import PaymentListView, SqlitePaymentListView
-from projections.payment_volume import PaymentVolumeView, SqlitePaymentVolumeView
+from projections.key_use import KeyUseView, PostgresKeyUseView, SqliteKeyUseView
+from projections.payment_list import PaymentListView, PostgresPaymentListView, SqlitePaymentListView
+from projections.payment_volume import PaymentVolumeView, PostgresPaymentVolumeView, SqlitePaymentVolumeView
 from projections.read_your_writes import ReadYourWrites
-from projections.results import SqliteResultCacheView, SqlResultCacheView
+from projections.results import PostgresResultCacheView, SqliteResultCacheView, SqlResultCacheView
 from projections.runner import BatchEvents
-from projections.service_scopes import ServiceScopesProjection, ServiceScopesView, SqliteServiceScopesView
+from projections.service_scopes import (
+    PostgresServiceScopesView,
+    ServiceScopesProjection,
+    ServiceScopesView,
+    SqliteServiceScopesView,
+)
 from projections.sql import SqlView
 from projections.webhook_outbox import WebhookEndpointsProjection
-from projections.webhooks import SqliteWebhooksView, WebhooksView
+from projections.webhooks import PostgresWebhooksView, SqliteWebhooksView, WebhooksView
 
 if TYPE_CHECKING:  # LiteSVM is imported only in sandbox mode
     from interfaces.sandbox.chain import Sandbox
 
 V = TypeVar("V", bound=SqlView)
+# Each read model's two stores: the SQLite view, and the PostgreSQL view built in its place on PostgreSQL.
+POSTGRES_VIEWS: dict[type[SqlView], type[SqlView]] = {
+    SqliteAccountsView: PostgresAccountsView, SqliteAuditLogView: PostgresAuditLogView,
+    SqliteCatalogView: PostgresCatalogView, SqliteKeyUseView: PostgresKeyUseView,
+    SqlitePaymentListView: PostgresPaymentListView, SqlitePaymentVolumeView: PostgresPaymentVolumeView,
+    SqliteResultCacheView: PostgresResultCacheView, SqliteServiceScopesView: PostgresServiceScopesView,
+    SqliteWebhooksView: PostgresWebhooksView,
+}
 PAYMENTS_STORE = "payments"
 # Read models rebuilt from the events alone: a commit lost to a power cut loses its tracking record with it, and
 # the projection applies those events again (docs/performance.md). Not the accounts (a revocation must hold at
@@ -110,24 +123,20 @@ def sqlite_dir(config: Config) -> Path:
 
 
 def build_view(config: Config, name: str, view_class: type[V]) -> V:
-    """A view on the configured store: `view_class` (`SqliteAccountsView`) on SQLite, the `Postgres…View` beside it
-    (`PostgresAccountsView`) on PostgreSQL. Typed as `view_class`: the two share their read model's class
-    (`AccountsView`), which holds every query, and differ only in the recorder each extends."""
+    """A view on the configured store: `view_class` (`SqliteAccountsView`) on SQLite, its PostgreSQL twin
+    (`POSTGRES_VIEWS`: `PostgresAccountsView`) on PostgreSQL. Typed as `view_class`: the two share their read model's
+    class (`AccountsView`), which holds every query, and differ only in the recorder each extends."""
     if is_postgres(config.database_url):
-        view_class = _postgres_sibling(view_class)
+        twin = POSTGRES_VIEWS.get(view_class)
+        if twin is None:
+            raise ConfigError(f"{view_class.__name__} has no PostgreSQL twin: that read model cannot live in "
+                              "PostgreSQL")
+        view_class = cast("type[V]", twin)
     factory = InfrastructureFactory.construct(env=Environment(name, store_env(config, name)))
     view = factory.tracking_recorder(view_class)
     if not isinstance(view, view_class):  # the factory's own typing stops at TrackingRecorder
         raise TypeError(f"{name}: the store built a {type(view).__name__}, not a {view_class.__name__}")
     return view
-
-
-def _postgres_sibling(view_class: type[V]) -> type[V]:
-    name = "Postgres" + view_class.__name__.removeprefix("Sqlite")
-    sibling = getattr(sys.modules[view_class.__module__], name, None)
-    if sibling is None:
-        raise ConfigError(f"{view_class.__module__} has no {name}: that read model cannot live in PostgreSQL")
-    return sibling
 
 
 @dataclass

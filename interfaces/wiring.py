@@ -82,7 +82,7 @@ def console_collaborators(container: Container, *, api_url: str = "",
         throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=Argon2Hasher().verify,
         catalog=container.catalog, listings=container.listings,
         console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
-        trusted_proxies=config.trusted_proxies, api_url=api_url, close=container.close, fee_payers=health,
+        trusted_proxies=config.trusted_proxies, api_url=api_url, fee_payers=health,
         proxy_url=config.proxy_url, payment_volume=container.payment_volume,
         books=container.books.status if container.books is not None else lambda: None,
     )

@@ -6,6 +6,7 @@ import sys
 
 from interfaces.config import default_data_dir
 from interfaces.runtime.access_log import LOGGER_CLASS
+from interfaces.runtime.closing import close_worker
 from interfaces.runtime.observability import (
     MULTIPROC_ENV,
     logging_config,
@@ -55,15 +56,11 @@ def worker_int(worker):
 
 
 def worker_exit(server, worker):
-    """Close the worker's pools while its event loop still runs (not in interpreter shutdown's finalizers). On a
-    quick stop, then end the process at once: the interpreter's own teardown (every module and extension freed,
-    LiteSVM's chain among them) took over a second of CPU, past `up`'s promise to stop within 2 s; nothing is left
-    to flush but the log."""
-    wsgi = sys.modules.get("interfaces.http.facilitator.wsgi")
-    if wsgi is not None:
-        if wsgi.follower is not None:  # the pending settlements' follower stops before the stores close
-            wsgi.follower.set()
-        wsgi.container.close()
+    """Close the worker's follower and pools while its event loop still runs (not in interpreter shutdown's
+    finalizers). On a quick stop, then end the process at once: the interpreter's own teardown (every module and
+    extension freed, LiteSVM's chain among them) took over a second of CPU, past `up`'s promise to stop within 2 s;
+    nothing is left to flush but the log."""
+    close_worker()  # what the worker's composition root registered (interfaces/runtime/closing.py)
     if getattr(worker, "paywarden_quick_stop", False):
         logging.shutdown()
         sys.stdout.flush()

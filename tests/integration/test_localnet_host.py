@@ -17,6 +17,7 @@ from solders.keypair import Keypair
 from domain.exact import associated_token_address
 from domain.networks import DEVNET, KeyEnv, Programs
 from interfaces.adapters.chain.litesvm import LiteSvmChain
+from interfaces.runtime.closing import close_worker
 from interfaces.sandbox.localnet_host import HostedLocalnet, format_accounts, parse_accounts
 from tests.conftest import USDC, Gateway
 
@@ -65,10 +66,8 @@ def hosted(tmp_path, monkeypatch) -> Any:
     sys.modules.pop("interfaces.http.facilitator.wsgi", None)
     wsgi = importlib.import_module("interfaces.http.facilitator.wsgi")
     yield wsgi, payer, fee_payer
-    if wsgi.follower is not None:  # before the store it reads is closed under it
-        wsgi.follower.set()
+    close_worker()  # as gunicorn's worker_exit does: the follower stops, then the stores close
     wsgi.localnet.stop()
-    wsgi.container.close()
     sys.modules.pop("interfaces.http.facilitator.wsgi", None)
 
 

@@ -41,7 +41,6 @@ class Collaborators:
     sandbox: bool = False  # devnet is the sandbox's localnet: no public explorer links for it
     trusted_proxies: tuple[str, ...] = ()
     api_url: str = ""  # the facilitator API, for the pages' examples
-    close: Callable[[], None] = lambda: None
     fee_payers: Callable[[], list[dict[str, str]]] = lambda: []  # the overview's fee payer health
     books: Callable[[], dict[str, Any] | None] = lambda: None  # the last reconciliation with the chain
     proxy_url: str = ""  # the proxy's public address, for gateway URLs

@@ -17,6 +17,7 @@ from interfaces.config import load_config
 from interfaces.container import build
 from interfaces.http.console.app import by_listener
 from interfaces.http.facilitator.app import create_app
+from interfaces.runtime.closing import on_worker_exit
 from interfaces.runtime.followup import runs_in_the_api_worker, start_follower
 from interfaces.runtime.probes import Probes
 from interfaces.wiring import api_collaborators, console_collaborators, probe_targets
@@ -30,7 +31,10 @@ if os.environ.get("PAYWARDEN_LOCALNET_BIND"):
     container = build(dataclasses.replace(load_config(), devnet_rpc_url=""), sandbox=localnet.sandbox)
 else:
     container = build(load_config())
+on_worker_exit(container.close)
 follower = start_follower(container) if runs_in_the_api_worker(container) else None
+if follower is not None:
+    on_worker_exit(follower.set)  # the pending settlements' follower stops before the stores close
 probes = Probes(probe_targets(container))  # the API's /readyz and /metrics, and the console's overview
 application: WSGIApplication = create_app(api_collaborators(container, probes=probes))
 if os.environ.get("PAYWARDEN_CONSOLE_BIND"):
