@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import ParamSpec, Protocol
 
 import falcon
 
@@ -21,6 +21,8 @@ from projections.catalog import CatalogView
 from projections.key_use import KeyUseView
 from projections.payment_list import PaymentListView
 from projections.payment_volume import PaymentVolumeView
+
+P = ParamSpec("P")
 
 
 @dataclass
@@ -56,10 +58,18 @@ class Resource:
         self._c = c
 
 
-def mount(app: falcon.App, resources: Iterable[Any], *args: Any) -> None:
-    """Add each resource class at its `route`, built from `args` (the collaborators, and a page's templates)."""
+class Mountable(Protocol[P]):
+    """A resource class: where it answers, and what it is built from."""
+
+    route: str
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> object: ...
+
+
+def mount(app: falcon.App, resources: Iterable[Mountable[P]], *args: P.args, **kwargs: P.kwargs) -> None:
+    """Add each resource class at its `route`, each built from the same arguments: what those resources use."""
     for resource in resources:
-        app.add_route(resource.route, resource(*args))
+        app.add_route(resource.route, resource(*args, **kwargs))
 
 
 def fee_payer_health(probes: Probes) -> list[dict[str, str]]:

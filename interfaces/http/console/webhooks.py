@@ -18,8 +18,9 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from domain.webhook import EVENT_TYPES, WebhookError
 from interfaces.http.console.api import body, session_of
-from interfaces.http.console.collaborators import Collaborators, Resource, mount
+from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.pages import ContextPage, Page, form_of
+from interfaces.runtime.webhook_service import WebhookService
 
 
 class CreateSchema(Schema):
@@ -43,69 +44,78 @@ class ReplaySchema(Schema):
 # -- the JSON API ---------------------------------------------------------------------------------------------------
 
 
-class WebhooksResource(Resource):
+class _Api:
+    """A resource of the webhooks API: it answers from the webhook commands alone."""
+
+    route = ""
+
+    def __init__(self, webhooks: WebhookService) -> None:
+        self._webhooks = webhooks
+
+
+class WebhooksResource(_Api):
     route = "/api/v1/webhooks"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"webhooks": self._c.webhooks.list(session_of(req).merchant)}
+        resp.media = {"webhooks": self._webhooks.list(session_of(req).merchant)}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         s, command = session_of(req), body(req, CreateSchema())
-        resp.status, resp.media = falcon.HTTP_201, self._c.webhooks.create(s.merchant, command["url"],
+        resp.status, resp.media = falcon.HTTP_201, self._webhooks.create(s.merchant, command["url"],
                                                                            command["events"])
 
 
-class WebhookResource(Resource):
+class WebhookResource(_Api):
     route = "/api/v1/webhooks/{endpoint_id}"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
-        resp.media = self._c.webhooks.get(session_of(req).merchant, endpoint_id)
+        resp.media = self._webhooks.get(session_of(req).merchant, endpoint_id)
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         s, command = session_of(req), body(req, PatchSchema())
-        resp.media = self._c.webhooks.update(s.merchant, endpoint_id, **command)
+        resp.media = self._webhooks.update(s.merchant, endpoint_id, **command)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
-        self._c.webhooks.delete(session_of(req).merchant, endpoint_id)
+        self._webhooks.delete(session_of(req).merchant, endpoint_id)
         resp.status = falcon.HTTP_204
 
 
-class RotateResource(Resource):
+class RotateResource(_Api):
     route = "/api/v1/webhooks/{endpoint_id}/rotate"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
-        resp.media = self._c.webhooks.rotate(session_of(req).merchant, endpoint_id)
+        resp.media = self._webhooks.rotate(session_of(req).merchant, endpoint_id)
 
 
-class TestEventResource(Resource):
+class TestEventResource(_Api):
     route = "/api/v1/webhooks/{endpoint_id}/test"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
-        resp.status, resp.media = falcon.HTTP_202, self._c.webhooks.test(session_of(req).merchant, endpoint_id)
+        resp.status, resp.media = falcon.HTTP_202, self._webhooks.test(session_of(req).merchant, endpoint_id)
 
 
-class DeliveriesResource(Resource):
+class DeliveriesResource(_Api):
     route = "/api/v1/webhooks/{endpoint_id}/deliveries"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         limit = req.get_param_as_int("limit", min_value=1, max_value=200) or 50
-        resp.media = {"deliveries": self._c.webhooks.deliveries(session_of(req).merchant, endpoint_id, limit)}
+        resp.media = {"deliveries": self._webhooks.deliveries(session_of(req).merchant, endpoint_id, limit)}
 
 
-class ResendResource(Resource):
+class ResendResource(_Api):
     route = "/api/v1/webhooks/{endpoint_id}/deliveries/{msg_id}/resend"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, msg_id: str) -> None:
         resp.status = falcon.HTTP_202
-        resp.media = self._c.webhooks.resend(session_of(req).merchant, endpoint_id, msg_id)
+        resp.media = self._webhooks.resend(session_of(req).merchant, endpoint_id, msg_id)
 
 
-class ReplayResource(Resource):
+class ReplayResource(_Api):
     route = "/api/v1/webhooks/replay"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         s, command = session_of(req), body(req, ReplaySchema())
-        resp.media = self._c.webhooks.replay(s.merchant, command["endpoint"], command["since"].timestamp())
+        resp.media = self._webhooks.replay(s.merchant, command["endpoint"], command["since"].timestamp())
 
 
 # -- the pages ------------------------------------------------------------------------------------------------------
@@ -245,6 +255,6 @@ class ReplayPage(_EndpointPage):
 
 def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
     mount(app, (WebhooksResource, ReplayResource, WebhookResource, RotateResource, TestEventResource,
-                DeliveriesResource, ResendResource), c)
+                DeliveriesResource, ResendResource), c.webhooks)
     env.globals["sandbox"] = c.sandbox  # the URL field says what the sandbox also allows (http://localhost)
     mount(app, (WebhooksPage, WebhookPage, ReplayPage, ResendPage, WebhookActionPage), c, env)
