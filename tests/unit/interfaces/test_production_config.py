@@ -11,7 +11,7 @@ import interfaces.cli.main as cli
 from interfaces.adapters.postgres import FACTORY_TOPIC, postgres_env
 from interfaces.cli.bench import Report, answer_of
 from interfaces.config import Config, ConfigError, load_config
-from interfaces.container import _postgres_sibling, store_env
+from interfaces.container import POSTGRES_VIEWS, build_view, store_env
 from projections.accounts import AccountsView, PostgresAccountsView, SqliteAccountsView
 
 
@@ -51,16 +51,15 @@ def test_each_store_url_selects_its_store(tmp_path: Path):
     assert postgres["PERSISTENCE_MODULE"] == FACTORY_TOPIC and postgres["POSTGRES_MAX_OVERFLOW"] == "4"
 
 
-class SqliteOrphanView:
+class SqliteOrphanView(SqliteAccountsView):
     """A read model nobody wrote a PostgreSQL view for."""
 
 
-def test_a_view_finds_its_postgres_class_by_name():
-    assert _postgres_sibling(SqliteAccountsView) is PostgresAccountsView
-    assert _postgres_sibling(AccountsView) is PostgresAccountsView
-    with pytest.raises(ConfigError, match="PostgresOrphanView"):
-        _postgres_sibling(SqliteOrphanView)
-    assert PostgresAccountsView.paramstyle == "format"
+def test_a_view_is_built_as_its_postgres_twin_on_postgres_and_one_without_a_twin_is_refused():
+    assert POSTGRES_VIEWS[SqliteAccountsView] is PostgresAccountsView
+    assert issubclass(PostgresAccountsView, AccountsView) and PostgresAccountsView.paramstyle == "format"
+    with pytest.raises(ConfigError, match="SqliteOrphanView has no PostgreSQL twin"):
+        build_view(Config(database_url="postgresql://u@127.0.0.1:1/d"), "orphan", SqliteOrphanView)
 
 
 @pytest.mark.parametrize("env, message", [
