@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import ParamSpec, Protocol
+from typing import Any, ParamSpec, Protocol
 
 import falcon
 
