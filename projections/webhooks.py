@@ -93,6 +93,7 @@ class WebhooksView(SqlView):
     # Claims one after another (the count of a merchant's leases and the leases taken in one step): on SQLite the
     # single writer does it; PostgreSQL takes this transaction-scoped lock first.
     claim_lock = ""
+    row_lock = ""  # PostgreSQL: the selected row is locked until the transaction ends
     tables: Sequence[str] = (
         "CREATE TABLE IF NOT EXISTS webhook_endpoints (endpoint_id TEXT PRIMARY KEY, merchant TEXT NOT NULL, "
         "merchant_id TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL, enabled BOOLEAN NOT NULL, "
@@ -199,14 +200,27 @@ class WebhooksView(SqlView):
 
     # -- commands on the outbox (the API and CLI) -----------------------------------------------------------------
 
-    def enqueue_test(self, endpoint: Endpoint, payload: str, msg_id: str, now: float) -> None:
-        """A `webhook.test` message to one endpoint, whatever it subscribes to."""
+    def enqueue_test(self, endpoint: Endpoint, payload: str, msg_id: str, now: float,
+                     at_most: int = 2**31 - 1) -> bool:
+        """A `webhook.test` message to one endpoint, whatever it subscribes to, unless `at_most` tests already wait
+        for it (then False). The count and the insert are one step: on SQLite the insert's statement takes the
+        writer, on PostgreSQL the endpoint's row is locked first, so tests queued at the same instant cannot all
+        pass the count."""
         merchant_id = _merchant_id(self, endpoint.id)
         with self.datastore.transaction(commit=True) as c:
+            if self.row_lock:
+                c.execute(self.sql(f"SELECT endpoint_id FROM webhook_endpoints WHERE endpoint_id = ?{self.row_lock}"),
+                          (endpoint.id,))
+            c.execute(self.sql(
+                "INSERT INTO webhook_deliveries SELECT ?, ?, ?, 0, ?, NULL, NULL, ?, NULL WHERE (SELECT COUNT(*) "
+                "FROM webhook_deliveries d JOIN webhook_messages m ON m.msg_id = d.msg_id WHERE d.endpoint_id = ? "
+                "AND d.status = ? AND m.type = ?) < ?"),
+                (msg_id, endpoint.id, PENDING, now, now, endpoint.id, PENDING, "webhook.test", at_most))
+            if not rowcount(c):
+                return False
             c.execute(self.sql("INSERT INTO webhook_messages VALUES (?, ?, ?, ?, ?)"),
                       (msg_id, merchant_id, "webhook.test", now, payload))
-            c.execute(self.sql("INSERT INTO webhook_deliveries VALUES (?, ?, ?, 0, ?, NULL, NULL, ?, NULL)"),
-                      (msg_id, endpoint.id, PENDING, now, now))
+            return True
 
     def resend(self, endpoint_id: str, msg_id: str, now: float) -> bool:
         """Deliver one message to the endpoint again, now, with a fresh retry schedule."""
@@ -307,4 +321,5 @@ class SqliteWebhooksView(WebhooksView, SQLiteTrackingRecorder):
 class PostgresWebhooksView(WebhooksView, PostgresTrackingRecorder):
     paramstyle = "format"
     skip_locked = " FOR UPDATE OF d SKIP LOCKED"
+    row_lock = " FOR UPDATE"
     claim_lock = "SELECT pg_advisory_xact_lock(hashtext('paywarden webhook claims'))"
