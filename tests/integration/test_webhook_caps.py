@@ -6,6 +6,7 @@ PostgreSQL. Before, the endpoint cap was a read-then-write of the endpoints read
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,6 +15,7 @@ from application.webhooks import MAX_ENDPOINTS
 from domain.webhook import WebhookEndpoint, WebhookError
 from interfaces.config import Config
 from interfaces.container import build
+from interfaces.runtime.webhook_service import ping_message
 from interfaces.wiring import webhook_service
 
 HOSTS, PARALLEL = 5, 25
@@ -95,3 +97,25 @@ def test_a_merchants_list_of_endpoints_is_not_an_endpoint(hosts):
     with pytest.raises(WebhookError) as refused:
         webhook_service(hosts[0]).delete("acme", str(endpoints_index_id("acme")))
     assert refused.value.code == "webhook_not_found"
+
+
+def test_claims_at_the_same_instant_never_pass_a_merchants_share_of_the_senders(hosts):
+    service = webhook_service(hosts[0])
+    endpoints = [service.create("acme", URL, ["payment.approved"])["id"] for _ in range(MAX_ENDPOINTS)]
+    view = hosts[0].webhooks_view
+    for endpoint_id in endpoints:
+        for _ in range(3):
+            now = time.time()
+            msg_id, body = ping_message(view.get_endpoint(endpoint_id), now)
+            view.enqueue_test(view.get_endpoint(endpoint_id), body, msg_id, now)
+    for _ in range(20):  # rounds of claims by every host at once, as the workers of five hosts would claim
+        start, now = threading.Barrier(len(hosts)), time.time()
+
+        def claim(container, start=start, now=now):
+            start.wait()
+            return container.webhooks_view.claim(now, 60, 8, per_merchant=2)
+
+        with ThreadPoolExecutor(len(hosts)) as pool:
+            claimed = [item for batch in pool.map(claim, hosts) for item in batch]
+        assert len(claimed) == 2, f"{len(claimed)} deliveries of one merchant leased at once (its share is 2)"
+        view.renew([item.lease_token for item in claimed], now - 1)  # lapsed: the next round claims afresh
