@@ -9,19 +9,29 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from urllib.parse import urlsplit
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import IntegrityError
 from eventsourcing.system import Leader
 
 from application.ports import Resolver, ResolvesNothing
-from domain.webhook import SECRET_BYTES, WebhookEndpoint, WebhookError, check_addresses, format_secret
+from domain.webhook import (
+    SECRET_BYTES,
+    MerchantEndpoints,
+    WebhookEndpoint,
+    WebhookError,
+    check_addresses,
+    endpoints_index_id,
+    format_secret,
+)
 
 MAX_ENDPOINTS = 10  # live (not deleted) endpoints per merchant
+SAVE_ATTEMPTS = 50  # a creation or deletion that lost a race for the merchant's list tries again this often
 PENDING_TESTS_PER_ENDPOINT = 1  # webhook.test events waiting to be delivered to one endpoint
 ROTATION_OVERLAP = timedelta(hours=24)  # the previous secret keeps signing this long after a rotation
 SECRET_LENGTH = 32  # bytes of randomness in a new secret (the rules allow 24-64)
@@ -35,10 +45,16 @@ class SecretCipher(Protocol):
     def open(self, sealed: str) -> str: ...
 
 
-class EndpointCount(Protocol):
-    """How many live endpoints a merchant has (the webhooks read model, brought up to date by the caller)."""
+class KnownEndpoint(Protocol):
+    @property
+    def id(self) -> str: ...
 
-    def count_endpoints(self, merchant: str) -> int: ...
+
+class EndpointDirectory(Protocol):
+    """A merchant's live endpoints as the webhooks read model has them: what a merchant had before its list of
+    endpoints (`MerchantEndpoints`) existed, recorded when the list starts."""
+
+    def list_endpoints(self, merchant: str) -> Sequence[KnownEndpoint]: ...
 
 
 class WebhookNotFoundError(WebhookError):
@@ -69,7 +85,7 @@ class NoCipher:
 class Webhooks(Leader[UUID]):
     def __init__(self, env: Mapping[str, str] | None = None, *, cipher: SecretCipher | None = None,
                  resolver: Resolver | None = None, production: bool = False,
-                 overlap: timedelta = ROTATION_OVERLAP, endpoints: EndpointCount | None = None) -> None:
+                 overlap: timedelta = ROTATION_OVERLAP, endpoints: EndpointDirectory | None = None) -> None:
         """`Webhooks(env)` alone (as eventsourcing's runners build it) reads its log and can add no endpoint."""
         super().__init__(env)
         self._cipher: SecretCipher = cipher or NoCipher()
@@ -79,16 +95,23 @@ class Webhooks(Leader[UUID]):
 
     def create(self, merchant: str, url: str, events: list[str]) -> tuple[WebhookEndpoint, str]:
         """A new endpoint and its secret (the only time the secret is shown). A merchant has at most
-        `MAX_ENDPOINTS`: each one's deliveries take a share of the delivery worker."""
-        if self._endpoints is not None and self._endpoints.count_endpoints(merchant) >= MAX_ENDPOINTS:
-            raise WebhookError("too_many_endpoints", f"a merchant has at most {MAX_ENDPOINTS} webhook endpoints; "
-                                                     "delete one first")
+        `MAX_ENDPOINTS`: each one's deliveries take a share of the delivery worker. The endpoint is saved with the
+        merchant's list of endpoints, so of creations at the same instant only as many as the cap allows succeed
+        (the event store keeps one event per version of the list; the others try again with the list as it is)."""
         secret = generate_secret()
-        endpoint = WebhookEndpoint.create(merchant, url, events, self._cipher.seal(secret),
-                                          production=self._production)
-        self._check_resolves(endpoint.url)
-        self.save(endpoint)
-        return endpoint, secret
+        sealed = self._cipher.seal(secret)
+        for _ in range(SAVE_ATTEMPTS):
+            endpoint = WebhookEndpoint.create(merchant, url, events, sealed, production=self._production)
+            self._check_resolves(endpoint.url)
+            index = self._index(merchant)
+            index.add(str(endpoint.id), at_most=MAX_ENDPOINTS)
+            try:
+                self.save(endpoint, index)
+                return endpoint, secret
+            except IntegrityError:
+                continue  # another creation or deletion changed the list first
+        raise WebhookError("webhook_busy", "the merchant's endpoints are being changed by many requests at once; "
+                                           "try again")
 
     def update(self, endpoint_id: str, merchant: str, *, url: str | None = None, events: list[str] | None = None,
                enabled: bool | None = None) -> WebhookEndpoint:
@@ -114,16 +137,27 @@ class Webhooks(Leader[UUID]):
         return secret
 
     def delete(self, endpoint_id: str, merchant: str) -> None:
-        endpoint = self.get_endpoint(endpoint_id, merchant)
-        endpoint.delete()
-        self.save(endpoint)
+        """The endpoint leaves the merchant's list in the same save, which frees its place under the cap."""
+        for _ in range(SAVE_ATTEMPTS):
+            endpoint = self.get_endpoint(endpoint_id, merchant)
+            endpoint.delete()
+            index = self._load_index(merchant)
+            if index is not None:
+                index.remove(str(endpoint.id))
+            try:
+                self.save(*[a for a in (endpoint, index) if a is not None])
+                return
+            except IntegrityError:
+                continue
+        raise WebhookError("webhook_busy", "the merchant's endpoints are being changed by many requests at once; "
+                                           "try again")
 
     @staticmethod
-    def check_test(pending_tests: int) -> None:
-        """A `webhook.test` may be queued while the endpoint has fewer than `PENDING_TESTS_PER_ENDPOINT` waiting."""
-        if pending_tests >= PENDING_TESTS_PER_ENDPOINT:
-            raise WebhookError("test_pending", "a test event to this endpoint is still waiting to be delivered; "
-                                               "see its deliveries")
+    def test_pending() -> WebhookError:
+        """The refusal of a `webhook.test` while `PENDING_TESTS_PER_ENDPOINT` wait for the endpoint (the outbox
+        counts and queues in one step)."""
+        return WebhookError("test_pending", "a test event to this endpoint is still waiting to be delivered; "
+                                            "see its deliveries")
 
     def disable(self, endpoint_id: str, reason: str) -> bool:
         """The delivery worker's command (a 410 answer); False when it was already disabled or deleted."""
@@ -148,11 +182,28 @@ class Webhooks(Leader[UUID]):
             found.append(self._cipher.open(previous))
         return found
 
+    def _index(self, merchant: str) -> MerchantEndpoints:
+        """The merchant's list of endpoints; when it does not exist yet, started with the endpoints the read model
+        has (a merchant's endpoints made before the list existed count against the cap too)."""
+        index = self._load_index(merchant)
+        if index is None:
+            known = self._endpoints.list_endpoints(merchant) if self._endpoints is not None else []
+            index = MerchantEndpoints(merchant=merchant, endpoint_ids=[str(e.id) for e in known])
+        return index
+
+    def _load_index(self, merchant: str) -> MerchantEndpoints | None:
+        try:
+            index: MerchantEndpoints = self.repository.get(endpoints_index_id(merchant))
+            return index
+        except AggregateNotFoundError:
+            return None
+
     def _get(self, endpoint_id: str) -> WebhookEndpoint | None:
         try:
-            return self.repository.get(UUID(str(endpoint_id)))
+            found: object = self.repository.get(UUID(str(endpoint_id)))
         except (AggregateNotFoundError, ValueError):
             return None
+        return found if isinstance(found, WebhookEndpoint) else None  # not a merchant's list of endpoints
 
     def _check_resolves(self, url: str) -> None:
         """In production a hostname must resolve to public addresses only (checked again at every delivery)."""

@@ -42,7 +42,7 @@ MAX_RETRY_AFTER = 86400.0
 # The input each refusal is about, for forms and API answers that name the field at fault.
 FIELDS = {"invalid_url": "url", "https_required": "url", "private_address": "url", "unresolvable": "url",
           "invalid_events": "events", "too_many_endpoints": "url"}
-LIMIT_CODES = frozenset({"too_many_endpoints", "test_pending"})  # refusals of a merchant's share: 409
+LIMIT_CODES = frozenset({"too_many_endpoints", "test_pending", "webhook_busy"})  # refusals of a merchant's share: 409
 
 
 class WebhookError(DomainError):
@@ -276,3 +276,52 @@ class WebhookEndpoint(Aggregate):
     def _live(self) -> None:
         if self.deleted:
             raise WebhookError("webhook_not_found", f"webhook endpoint {self.id} was deleted")
+
+
+def endpoints_index_id(merchant: str) -> UUID:
+    """The id of a merchant's list of live endpoints: derived from the merchant, so there is one per merchant."""
+    return uuid5(MESSAGE_NAMESPACE, f"merchant-endpoints/{merchant}")
+
+
+class MerchantEndpoints(Aggregate):
+    """A merchant's live endpoints, saved with every endpoint it gains or loses.
+
+    The cap on endpoints holds because of it: two creations at the same instant (two threads, processes or hosts)
+    both record an event at the same version of this list, and the event store keeps one; the other is retried
+    against the list as it now is. `Started` records the endpoints the merchant had before the list existed."""
+
+    class Started(Aggregate.Created):
+        merchant: str
+        endpoint_ids: list[str]
+
+    class Added(Aggregate.Event):
+        endpoint_id: str
+
+    class Removed(Aggregate.Event):
+        endpoint_id: str
+
+    @staticmethod
+    def create_id(merchant: str, endpoint_ids: list[str]) -> UUID:
+        return endpoints_index_id(merchant)
+
+    @event(Started)
+    def __init__(self, merchant: str, endpoint_ids: list[str]) -> None:
+        self.merchant, self.endpoint_ids = merchant, list(endpoint_ids)
+
+    def add(self, endpoint_id: str, *, at_most: int) -> None:
+        if len(self.endpoint_ids) >= at_most:
+            raise WebhookError("too_many_endpoints", f"a merchant has at most {at_most} webhook endpoints; "
+                                                     "delete one first")
+        self._add(endpoint_id=endpoint_id)
+
+    @event(Added)
+    def _add(self, endpoint_id: str) -> None:
+        self.endpoint_ids.append(endpoint_id)
+
+    def remove(self, endpoint_id: str) -> None:
+        if endpoint_id in self.endpoint_ids:
+            self._remove(endpoint_id=endpoint_id)
+
+    @event(Removed)
+    def _remove(self, endpoint_id: str) -> None:
+        self.endpoint_ids.remove(endpoint_id)

@@ -90,6 +90,10 @@ COUNTED = (
 
 class WebhooksView(SqlView):
     skip_locked = ""
+    # Claims one after another (the count of a merchant's leases and the leases taken in one step): on SQLite the
+    # single writer does it; PostgreSQL takes this transaction-scoped lock first.
+    claim_lock = ""
+    row_lock = ""  # PostgreSQL: the selected row is locked until the transaction ends
     tables: Sequence[str] = (
         "CREATE TABLE IF NOT EXISTS webhook_endpoints (endpoint_id TEXT PRIMARY KEY, merchant TEXT NOT NULL, "
         "merchant_id TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL, enabled BOOLEAN NOT NULL, "
@@ -121,7 +125,8 @@ class WebhooksView(SqlView):
 
         With `per_merchant`, a merchant holds at most that many leased deliveries at once (its leases of every
         worker counted), and the merchants take turns: each one's oldest due delivery comes before anyone's
-        second, so one merchant's backlog of slow receivers never fills the senders."""
+        second, so one merchant's backlog of slow receivers never fills the senders. Claims run one after another
+        (`claim_lock`), so two workers claiming at the same moment cannot both take a merchant's share."""
         token, exclude = uuid.uuid4().hex, exclude or []
         skip = f"AND d.endpoint_id NOT IN ({', '.join('?' for _ in exclude)}) " if exclude else ""
         due = ("FROM webhook_deliveries d JOIN webhook_endpoints e ON e.endpoint_id = d.endpoint_id "
@@ -142,6 +147,8 @@ class WebhooksView(SqlView):
                 "WHERE r.turn + COALESCE(busy.n, 0) <= ? ORDER BY r.turn, r.next_attempt_at, r.created_at LIMIT ?")
             chosen_args = (*due_args, PENDING, now, per_merchant, limit)
         with self.datastore.transaction(commit=True) as c:
+            if self.claim_lock:
+                c.execute(self.claim_lock)
             c.execute(self.sql(
                 "UPDATE webhook_deliveries SET lease_until = ?, lease_token = ? WHERE (msg_id, endpoint_id) IN ("
                 f"SELECT d.msg_id, d.endpoint_id FROM webhook_deliveries d WHERE (d.msg_id, d.endpoint_id) IN ("
@@ -162,6 +169,18 @@ class WebhooksView(SqlView):
                                                     previous, until)))
         return [item for _, item in sorted(claimed, key=lambda pair: (pair[0], pair[1].msg_id))]
 
+    def renew(self, tokens: Sequence[str], until: float) -> int:
+        """Extend the leases of these claims, still held by the worker that is sending them, to `until`: a lease
+        lapses only when its worker is gone, never while a sender waits on a slow receiver (which would free the
+        merchant's share for another of its deliveries). How many leases were extended."""
+        if not tokens:
+            return 0
+        marks = ", ".join("?" for _ in tokens)
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql(f"UPDATE webhook_deliveries SET lease_until = ? WHERE status = ? AND lease_token IN "
+                               f"({marks})"), (until, PENDING, *tokens))
+            return rowcount(c)
+
     def record_attempt(self, claimed: Claimed, attempt: Attempt, now: float, next_attempt_at: float | None) -> bool:
         """Record the attempt, and (if this worker still holds the lease) the delivery's new state: delivered,
         failed for good (`next_attempt_at` None), or pending again. False when the lease was lost meanwhile."""
@@ -181,14 +200,27 @@ class WebhooksView(SqlView):
 
     # -- commands on the outbox (the API and CLI) -----------------------------------------------------------------
 
-    def enqueue_test(self, endpoint: Endpoint, payload: str, msg_id: str, now: float) -> None:
-        """A `webhook.test` message to one endpoint, whatever it subscribes to."""
+    def enqueue_test(self, endpoint: Endpoint, payload: str, msg_id: str, now: float,
+                     at_most: int = 2**31 - 1) -> bool:
+        """A `webhook.test` message to one endpoint, whatever it subscribes to, unless `at_most` tests already wait
+        for it (then False). The count and the insert are one step: on SQLite the insert's statement takes the
+        writer, on PostgreSQL the endpoint's row is locked first, so tests queued at the same instant cannot all
+        pass the count."""
         merchant_id = _merchant_id(self, endpoint.id)
         with self.datastore.transaction(commit=True) as c:
+            if self.row_lock:
+                c.execute(self.sql(f"SELECT endpoint_id FROM webhook_endpoints WHERE endpoint_id = ?{self.row_lock}"),
+                          (endpoint.id,))
+            c.execute(self.sql(
+                "INSERT INTO webhook_deliveries SELECT ?, ?, ?, 0, ?, NULL, NULL, ?, NULL WHERE (SELECT COUNT(*) "
+                "FROM webhook_deliveries d JOIN webhook_messages m ON m.msg_id = d.msg_id WHERE d.endpoint_id = ? "
+                "AND d.status = ? AND m.type = ?) < ?"),
+                (msg_id, endpoint.id, PENDING, now, now, endpoint.id, PENDING, "webhook.test", at_most))
+            if not rowcount(c):
+                return False
             c.execute(self.sql("INSERT INTO webhook_messages VALUES (?, ?, ?, ?, ?)"),
                       (msg_id, merchant_id, "webhook.test", now, payload))
-            c.execute(self.sql("INSERT INTO webhook_deliveries VALUES (?, ?, ?, 0, ?, NULL, NULL, ?, NULL)"),
-                      (msg_id, endpoint.id, PENDING, now, now))
+            return True
 
     def resend(self, endpoint_id: str, msg_id: str, now: float) -> bool:
         """Deliver one message to the endpoint again, now, with a fresh retry schedule."""
@@ -289,3 +321,5 @@ class SqliteWebhooksView(WebhooksView, SQLiteTrackingRecorder):
 class PostgresWebhooksView(WebhooksView, PostgresTrackingRecorder):
     paramstyle = "format"
     skip_locked = " FOR UPDATE OF d SKIP LOCKED"
+    row_lock = " FOR UPDATE"
+    claim_lock = "SELECT pg_advisory_xact_lock(hashtext('paywarden webhook claims'))"

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import select
+import socket
 import ssl
 import threading
 import time
@@ -102,3 +104,74 @@ def start_receiver(tmp_path: Path) -> tuple[Receiver, ThreadingHTTPServer]:
     holder["r"] = Receiver(f"https://localhost:{server.server_address[1]}/hooks/paywarden", str(ca_file))
     threading.Thread(target=server.serve_forever, name="webhook-receiver", daemon=True).start()
     return holder["r"], server
+
+
+@dataclass
+class Trickler:
+    """A receiver that reads a request, then sends `HTTP/1.1 200 OK ...` one byte every `pause` seconds (the
+    whole answer would take minutes): it never makes a read wait long, and never finishes in time."""
+
+    url: str
+    pause: float
+    open_now: int = 0  # connections being trickled to at this moment
+    most_open: int = 0  # the most at once
+    requests: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+ANSWER = b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-Slow-%d: %s\r\n" % (i, b"y" * 40) for i in range(20)) + \
+    b"Content-Length: 2\r\n\r\nok"
+SLOW_BODY = b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n", b"x" * 2000
+
+
+def start_trickler(pause: float = 1.0, *, tls: ssl.SSLContext | None = None,
+                   body_only: bool = False) -> tuple[Trickler, socket.socket]:
+    """Plain HTTP on 127.0.0.1 (the sandbox allows it), or HTTPS with `tls` (a server context for `localhost`);
+    with `body_only` the status line and headers come at once and the body trickles. Close the returned socket and
+    set `stopping` to end it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    scheme, host = ("https", "localhost") if tls else ("http", "127.0.0.1")
+    trickler = Trickler(f"{scheme}://{host}:{listener.getsockname()[1]}/hook", pause)
+    at_once, trickled = SLOW_BODY if body_only else (b"", ANSWER)
+
+    def serve(raw: socket.socket) -> None:
+        with trickler.lock:
+            trickler.requests += 1
+            trickler.open_now += 1
+            trickler.most_open = max(trickler.most_open, trickler.open_now)
+        conn = raw
+        try:
+            raw.settimeout(5)
+            conn = tls.wrap_socket(raw, server_side=True) if tls else raw
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += conn.recv(65536) or b"\r\n\r\n"
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(body) < length and (more := conn.recv(65536)):
+                body += more
+            conn.sendall(at_once)
+            for byte in trickled:
+                readable, _, _ = select.select([conn], [], [], pause)
+                if trickler.stopping.is_set() or (readable and not conn.recv(1)):
+                    break  # stopped, or the sender closed the connection (seen at once, not at the next byte)
+                conn.sendall(bytes([byte]))
+        except OSError:
+            pass  # the sender gave up and closed the connection
+        finally:
+            conn.close()
+            with trickler.lock:
+                trickler.open_now -= 1
+
+    def accept() -> None:
+        while not trickler.stopping.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, name="trickler", daemon=True).start()
+    return trickler, listener

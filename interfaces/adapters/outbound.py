@@ -12,7 +12,7 @@ upstream, webhook deliveries, domain checks). Per request it:
   hostname kept for TLS (SNI and certificate check) and for the `Host` header;
 - follows no redirect (a 3xx is returned as it came), retries nothing;
 - bounds the connect time, the time until the response headers, the wait for each body chunk and the whole body's
-  duration, and the size of the response headers;
+  duration, and the size of the response headers; given a `deadline`, the whole request too (`deadline.py`);
 - streams the response body as it arrives (`OutboundResponse.stream()`), never reading it whole.
 
 Connections are pooled per (address, port, hostname): a keep-alive connection goes back only to the address that
@@ -41,6 +41,8 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
+
+from interfaces.adapters.deadline import Deadline, WatchedHTTPPool, WatchedHTTPSPool, armed
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -183,6 +185,7 @@ class OutboundResponse:
     _raw: urllib3.BaseHTTPResponse
     _policy: OutboundPolicy
     _released: bool = field(default=False)
+    _deadline: Deadline | None = None
 
     def header(self, name: str) -> str | None:
         lowered = name.lower()
@@ -199,7 +202,11 @@ class OutboundResponse:
                 except ReadTimeoutError as slow:
                     raise UpstreamTimeout(f"the upstream sent nothing for {self._policy.read_timeout}s") from slow
                 except (ProtocolError, HTTPError, OSError) as broken:
+                    if self._deadline is not None and self._deadline.expired:
+                        raise UpstreamTimeout("the request did not complete before its deadline") from broken
                     raise UpstreamProtocolError(f"the upstream's body broke off: {broken}") from broken
+                if self._deadline is not None and self._deadline.expired:
+                    raise UpstreamTimeout("the request did not complete before its deadline")
                 if not chunk:
                     self._release()
                     return
@@ -222,12 +229,16 @@ class OutboundResponse:
     def _release(self) -> None:
         if not self._released:
             self._released = True
+            if self._deadline is not None:
+                self._deadline.cancel()
             self._raw.release_conn()
 
     def close(self) -> None:
         """Drop the connection unless the body was read to its end (then it went back to the pool)."""
         if not self._released:
             self._released = True
+            if self._deadline is not None:
+                self._deadline.cancel()
             self._raw.close()
             self._raw.release_conn()
 
@@ -284,19 +295,52 @@ class OutboundClient:
         return str(addresses[0])
 
     def request(self, method: str, url: str, headers: Iterable[tuple[str, str]] = (),
-                body: bytes | Iterable[bytes] | None = None) -> OutboundResponse:
-        """Send one request to the checked address of `url`; the response's body is left to stream."""
+                body: bytes | Iterable[bytes] | None = None, *, deadline: float | None = None) -> OutboundResponse:
+        """Send one request to the checked address of `url`; the response's body is left to stream.
+
+        With `deadline` (a `time.monotonic()` moment) the whole exchange, until the response is closed, ends by
+        then: past it, whatever is still waiting is cut off and reported as `UpstreamTimeout`."""
         target = self.target(url)
         sent = [(k, v) for k, v in headers if k.lower() != "host"] + [("Host", target.host_header)]
         sized = isinstance(body, bytes) or any(k.lower() == "content-length" for k, _ in sent)
         pool = self._pool(target)
-        timeout = urllib3.Timeout(connect=self.policy.connect_timeout, read=self.policy.read_timeout,
-                                  total=self.policy.response_timeout)
+        connect, response = self.policy.connect_timeout, self.policy.response_timeout
+        watch = Deadline(deadline) if deadline is not None else None
+        if watch is not None:
+            if watch.remaining() <= 0:
+                raise UpstreamTimeout(f"{target.hostname}: no time left before the deadline")
+            connect, response = min(connect, watch.remaining()), min(response, watch.remaining())
+            watch.start()
+        timeout = urllib3.Timeout(connect=connect, read=self.policy.read_timeout, total=response)
         try:
-            raw = pool.urlopen(
+            with armed(watch):
+                raw = self._open(pool, target, method, sent, body, timeout, chunked=body is not None and not sized)
+        except OutboundError as failed:
+            if watch is not None:
+                watch.cancel()
+                if watch.expired:
+                    raise UpstreamTimeout(f"{target.hostname} did not complete the exchange in time") from failed
+            raise
+        response_headers = list(raw.headers.items())
+        size = sum(len(k) + len(v) + 4 for k, v in response_headers)
+        if size > self.policy.max_header_bytes:
+            if watch is not None:
+                watch.cancel()
+            raw.close()
+            raw.release_conn()
+            raise UpstreamProtocolError(f"{target.hostname}'s response headers are {size} bytes, over "
+                                        f"{self.policy.max_header_bytes}")
+        return OutboundResponse(raw.status, response_headers, raw, self.policy, _deadline=watch)
+
+    @staticmethod
+    def _open(pool: urllib3.HTTPConnectionPool, target: Target, method: str, sent: list[tuple[str, str]],
+              body: bytes | Iterable[bytes] | None, timeout: urllib3.Timeout, *,
+              chunked: bool) -> urllib3.BaseHTTPResponse:
+        try:
+            return pool.urlopen(
                 method, target.path, body=body, headers=urllib3.HTTPHeaderDict(sent), retries=False,
                 redirect=False, assert_same_host=False, timeout=timeout, preload_content=False,
-                decode_content=False, release_conn=False, chunked=body is not None and not sized,
+                decode_content=False, release_conn=False, chunked=chunked,
             )
         except (NewConnectionError, SSLError) as refused:  # before ConnectTimeoutError: urllib3 subclasses it
             raise UpstreamUnreachable(f"{target.hostname} ({target.address}) is unreachable: {refused}") \
@@ -311,14 +355,6 @@ class OutboundClient:
                 from failed
         except (ProtocolError, HTTPError, OSError) as broken:
             raise UpstreamProtocolError(f"{target.hostname} broke off the exchange: {broken}") from broken
-        response_headers = list(raw.headers.items())
-        size = sum(len(k) + len(v) + 4 for k, v in response_headers)
-        if size > self.policy.max_header_bytes:
-            raw.close()
-            raw.release_conn()
-            raise UpstreamProtocolError(f"{target.hostname}'s response headers are {size} bytes, over "
-                                        f"{self.policy.max_header_bytes}")
-        return OutboundResponse(raw.status, response_headers, raw, self.policy)
 
     def _pool(self, target: Target) -> urllib3.HTTPConnectionPool:
         key = (target.scheme, target.address, target.port, target.hostname)
@@ -328,13 +364,13 @@ class OutboundClient:
                 self._pools.move_to_end(key)
                 return pool
             if target.scheme == "https":
-                pool = urllib3.HTTPSConnectionPool(
+                pool = WatchedHTTPSPool(
                     target.address, target.port, maxsize=self._pool_size, block=False,
                     server_hostname=target.hostname, assert_hostname=target.hostname,
                     ssl_context=self._ssl_context,
                 )
             else:
-                pool = urllib3.HTTPConnectionPool(target.address, target.port, maxsize=self._pool_size, block=False)
+                pool = WatchedHTTPPool(target.address, target.port, maxsize=self._pool_size, block=False)
             self._pools[key] = pool
             while len(self._pools) > self._max_pools:
                 _, old = self._pools.popitem(last=False)

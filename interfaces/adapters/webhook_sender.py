@@ -1,6 +1,7 @@
 """Outbound HTTP for webhook deliveries: one POST through the project's `OutboundClient`
 (`interfaces/adapters/outbound.py`): resolved once and pinned, no private, loopback, link-local or metadata address
-in production, no redirects, bounded in time.
+in production, no redirects, and bounded as a whole: connect, send, status line, headers and the excerpt of the body
+all end within the one `timeout` (a receiver sending a byte a second is cut off there; the attempt is a timeout).
 
 A delivery is never an exception: every way it can end is an `Answer` (a status, or none with the error), so the
 worker records it as an attempt. Only the first `EXCERPT_BYTES` of an answer are read.
@@ -47,13 +48,14 @@ def client(resolver: Resolver, *, production: bool, timeout: float, ca_file: str
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, production: bool,
          resolver: Resolver, ca_file: str | None = None) -> Answer:
     started = time.monotonic()
+    deadline = started + timeout
 
     def took() -> int:
         return int((time.monotonic() - started) * 1000)
 
     outbound = client(resolver, production=production, timeout=timeout, ca_file=ca_file)
     try:
-        response = outbound.request("POST", url, headers.items(), body)
+        response = outbound.request("POST", url, headers.items(), body, deadline=deadline)
     except OutboundRefused as refused:
         return Answer(None, latency_ms=took(), error=f"refused: {refused.message}")
     except UpstreamTimeout:
@@ -66,6 +68,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, prod
             excerpt += chunk
             if len(excerpt) >= EXCERPT_BYTES:
                 break
+    except UpstreamTimeout:  # the answer did not end in time: not an answer (retried like any timeout)
+        return Answer(None, latency_ms=took(), error=f"timed out after {timeout:g} s")
     except OutboundError:
         pass  # the status is what counts; the excerpt is what arrived
     finally:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from application.proxy_services import MerchantDirectory
-from application.webhooks import WebhookNotFoundError, Webhooks
+from application.webhooks import PENDING_TESTS_PER_ENDPOINT, WebhookNotFoundError, Webhooks
 from projections.webhook_outbox import payload
 from projections.webhooks import Endpoint, WebhooksView
 
@@ -60,9 +60,9 @@ class WebhookService:
     def test(self, merchant: str, endpoint_id: str) -> dict[str, Any]:
         """Queue a `webhook.test` message to the endpoint; the worker sends it like any other."""
         endpoint, now = self._endpoint(merchant, endpoint_id), time.time()
-        self._c.webhooks.check_test(self._c.webhooks_view.pending_tests(endpoint.id))
         msg_id, body = ping_message(endpoint, now)
-        self._c.webhooks_view.enqueue_test(endpoint, body, msg_id, now)
+        if not self._c.webhooks_view.enqueue_test(endpoint, body, msg_id, now, at_most=PENDING_TESTS_PER_ENDPOINT):
+            raise Webhooks.test_pending()
         return {"id": msg_id, "type": "webhook.test", "status": "pending"}
 
     def deliveries(self, merchant: str, endpoint_id: str, limit: int = 50) -> builtins.list[dict[str, Any]]:

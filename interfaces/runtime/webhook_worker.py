@@ -39,6 +39,7 @@ from projections.webhooks import Attempt, Claimed
 log = logging.getLogger("paywarden.webhooks")
 STOP_CHECK_SECONDS = 0.1  # how often a waiting loop looks at its stop event
 USER_AGENT = "Paywarden-Webhooks/1"
+RENEWALS_PER_LEASE = 3  # a held lease is extended this often per lease period, so one late round never lapses it
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class DeliveryWorker:
             self._sources.append((container.proxies, ServiceWebhooksProjection(self._view)))
         self._pool = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="webhook-send")
         self._in_flight = 0
+        self._held: dict[str, int] = {}  # lease tokens of this process's claims: deliveries not yet recorded
         self._busy: set[str] = set()  # endpoints this process is sending to
         self._lock = threading.Lock()
         self._freed = threading.Event()  # a sender finished its group: its endpoint may be claimed again
@@ -166,11 +168,21 @@ class DeliveryWorker:
         with self._lock:
             self._in_flight += len(claimed)
             self._busy.update(groups)
+            for item in claimed:
+                self._held[item.lease_token] = self._held.get(item.lease_token, 0) + 1
         futures = [self._pool.submit(self._deliver_group, group) for group in groups.values()]
         if wait:
             for future in futures:
                 future.result()
         return len(claimed)
+
+    def renew_leases(self) -> int:
+        """Keep this process's leases from lapsing while it still holds them: a merchant's share counts the leases,
+        so a lease that lapsed under a sender still waiting on a slow receiver let the merchant take another sender
+        (and another, one lease period at a time). A killed worker renews nothing: its leases lapse as before."""
+        with self._lock:
+            tokens = sorted(self._held)
+        return self._view.renew(tokens, self._clock() + self._settings.lease_seconds)
 
     def _deliver_group(self, group: list[Claimed]) -> None:
         try:
@@ -183,6 +195,9 @@ class DeliveryWorker:
                 finally:
                     with self._lock:
                         self._in_flight -= 1
+                        self._held[item.lease_token] -= 1
+                        if not self._held[item.lease_token]:
+                            del self._held[item.lease_token]
         finally:
             with self._lock:
                 self._busy.discard(group[0].endpoint_id)
@@ -235,10 +250,13 @@ class DeliveryWorker:
         claimed again until its group is done, and a round that found it busy used to sleep the whole pause, so an
         endpoint got at most `merchant_share` deliveries per pause (2 every 0.5 s by default, however fast its
         receiver answered)."""
-        failures, filled = 0, float("-inf")
+        failures, filled, renewed = 0, float("-inf"), time.monotonic()
         while not stop.is_set():
             self._freed.clear()
             try:
+                if time.monotonic() - renewed >= self._settings.lease_seconds / RENEWALS_PER_LEASE:
+                    self.renew_leases()
+                    renewed = time.monotonic()
                 if time.monotonic() - filled >= self._settings.poll_seconds:
                     self.fill_outbox()
                     filled = time.monotonic()
