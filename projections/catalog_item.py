@@ -1,0 +1,58 @@
+"""The served item of a catalog listing: the exact shape of an item of GET /discovery/resources, built once per
+listing event by `CatalogProjection` and stored as JSON (docs/discovery.md, "The served item")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from domain.clients import ANONYMOUS_ID
+from domain.discovery import ListingDetails, query_params
+from domain.networks import X402_VERSION, network
+
+SERVED_PROVIDER = ("name", "description", "url")  # provider.contact is accepted, stored, never served
+
+
+def timestamp(moment: datetime) -> str:
+    """ISO 8601 in UTC with microseconds: fixed width, so it also sorts as text."""
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def item(resource: str, owner: str, details: ListingDetails, offers: list[dict[str, Any]],
+         verified_at: datetime) -> dict[str, Any]:
+    """The served item; title, tags and provider only for a listing a registered account owns (SPEC.md)."""
+    registered = owner != ANONYMOUS_ID
+    served: dict[str, Any] = {
+        "resource": resource, "type": details.type, "method": details.method, "x402Version": X402_VERSION,
+        "accepts": [_accept(offer, details) for offer in offers], "lastUpdated": timestamp(verified_at),
+    }
+    if registered and details.provider:
+        served["provider"] = {k: details.provider[k] for k in SERVED_PROVIDER if k in details.provider}
+    metadata: dict[str, Any] = {"title": details.title} if registered and details.title else {}
+    metadata["description"] = details.description
+    if registered:
+        metadata["tags"] = list(details.tags)
+    served["metadata"] = metadata
+    return served
+
+
+def _accept(offer: dict[str, Any], details: ListingDetails) -> dict[str, Any]:
+    known = network(offer["network"])
+    symbol = "USDC" if known is not None and known.usdc_mint == offer["asset"] else offer["asset"]
+    output = details.output or {}
+    return {
+        "scheme": offer["scheme"], "network": offer["network"], "maxAmountRequired": str(offer["amount"]),
+        "asset": offer["asset"], "payTo": offer["pay_to"], "maxTimeoutSeconds": offer["max_timeout_seconds"],
+        "description": offer["description"] or details.description,
+        "mimeType": offer["mime_type"] or output.get("type", ""),
+        "outputSchema": {
+            "input": {"method": details.method, "type": details.type, "queryParams": query_params(details)},
+            "output": {"type": output.get("type") or offer["mime_type"], "schema": output.get("schema") or {}},
+        },
+        "extra": {
+            "asset": symbol,
+            "pricing": details.pricing or {"model": "per_request", "amount": str(offer["amount"]), "asset": symbol},
+        },
+    }
+
