@@ -194,7 +194,8 @@ def test_the_search_answers_the_sdks_shape_and_pages_with_an_opaque_cursor(api):
     # A cursor belongs to its query and filters.
     other = client.simulate_get("/discovery/search", params={"query": "weather",
                                                              "cursor": body["pagination"]["cursor"]})
-    assert other.status_code == 400 and other.json["message"].startswith("cursor: not a cursor of this search")
+    assert other.status_code == 400 and other.json == {
+        "error": "invalid_cursor", "message": "cursor: not a cursor of this search (send the same query and filters)"}
     assert client.simulate_get("/discovery/search", params={"query": "example", "network": DEVNET.caip2,
                                                             "cursor": body["pagination"]["cursor"]}).status_code == 400
     assert client.simulate_get("/discovery/search", params={"query": "example",
@@ -297,4 +298,6 @@ def test_the_consoles_discovery_page_searches_the_catalog_and_pages_its_results(
     assert "Nothing in the catalog matches “xyzzy nonsense”" in page(query="xyzzy nonsense")
     refused = page(query="-- !!")
     assert 'aria-invalid="true"' in refused and "empty: give at least one word" in refused
-    assert "belongs to another search" in page(query="weather", cursor="bm90IGEgY3Vyc29y")
+    refused = client.simulate_get("/discovery", params={"query": "weather", "cursor": "bm90IGEgY3Vyc29y"},
+                                  cookies={"pw_console_session": cookie})
+    assert refused.status_code == 400 and "invalid_cursor: cursor: not a cursor" in refused.text
