@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -49,6 +50,8 @@ class Reason(StrEnum):
     INVALID_METHOD = "invalid_method"
     INVALID_TYPE = "invalid_type"
     INVALID_FIELD = "invalid_field"
+    NOT_OWNER = "not_owner"  # the URL is not on the merchant's verified domains or gateway, or another owns it
+    INVALID_ROUTE_TEMPLATE = "invalid_route_template"
 
 
 class DiscoveryInvalidError(DomainError):
@@ -178,15 +181,26 @@ class ListingDetails:
     output: dict[str, Any] | None = None
     provider: dict[str, str] | None = None  # name, description, url, contact (contact is never served)
     pricing: dict[str, str] | None = None  # model, amount, asset
+    path_params: tuple[str, ...] = ()  # the names of the route template's parameters (one listing per route)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["tags"] = list(self.tags)
+        if self.path_params:
+            data["path_params"] = list(self.path_params)
+        else:
+            del data["path_params"]  # so a listing without any records what it did before the field
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ListingDetails:
-        return cls(**{**data, "tags": tuple(data.get("tags") or ())})
+        return cls(**{**data, "tags": tuple(data.get("tags") or ()),
+                      "path_params": tuple(data.get("path_params") or ())})
+
+    def proposed(self) -> ListingDetails:
+        """What the catalog shows of a payment's proposal that its merchant has not declared: no title, tags or
+        provider (what a payer could use to pass as someone else)."""
+        return replace(self, title=None, tags=(), provider=None)
 
 
 def size(value: Any) -> int:
@@ -289,3 +303,83 @@ def query_params(details: ListingDetails) -> dict[str, str]:
         return {}
     return {str(name): str(spec.get("type", "string")) if isinstance(spec, dict) else "string"
             for name, spec in properties.items()}
+
+
+# -- whose a resource is (docs/discovery.md, "Whose a listing is") ------------------------------------------------
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost` (and its subdomains) or a loopback address: the only hosts the sandbox lists for anyone."""
+    host = host.lower().rstrip(".")
+    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    address = _address(host.strip("[]"))
+    return address is not None and address.is_loopback
+
+
+def on_domains(host: str, domains: Iterable[str]) -> bool:
+    """The host is one of `domains` or a subdomain of one (`api.shop.example` is on `shop.example`)."""
+    host = host.lower().rstrip(".")
+    return any(host == d or host.endswith("." + d) for d in (d.lower().rstrip(".") for d in domains) if d)
+
+
+def check_owner(resource: ResourceUrl, domains: Iterable[str], *, sandbox: bool) -> None:
+    """A merchant lists a URL on one of its verified domains; the sandbox also lists loopback hosts for anyone."""
+    if on_domains(resource.host, domains) or (sandbox and is_loopback(resource.host)):
+        return
+    raise DiscoveryInvalidError(Reason.NOT_OWNER, f"{resource.host} is not a verified domain of the merchant")
+
+
+# -- one listing per route ------------------------------------------------------------------------------------
+
+PARAM = re.compile(r"^:([A-Za-z_][A-Za-z0-9_]{0,63})$")
+TEMPLATE_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()+,;=@%-]{1,256}$")
+
+
+def route_template(pattern: str) -> tuple[str, tuple[str, ...]]:
+    """A route pattern (the x402 SDK's syntax: `*`, `[param]`, `:param`) as the SDK's Bazaar writes a
+    `routeTemplate`: every parameter `:name`, each segment holding a `*` one parameter `:var1`, `:var2`, ...; with
+    the names of its parameters. A pattern without any is its own template."""
+    segments, names, wild = [], [], 0
+    for segment in pattern.split("/"):
+        bracket = re.fullmatch(r"\[([A-Za-z_]\w*)\]", segment)
+        if bracket or PARAM.fullmatch(segment):
+            name = bracket.group(1) if bracket else segment[1:]
+        elif "*" in segment:
+            wild += 1
+            name = f"var{wild}"
+        else:
+            segments.append(segment)
+            continue
+        segments.append(f":{name}")
+        names.append(name)
+    return "/".join(segments) or "/", tuple(names)
+
+
+def apply_route_template(resource: ResourceUrl, template: Any) -> tuple[ResourceUrl, tuple[str, ...]]:
+    """The resource URL of a payment that names its route's template (`extensions.bazaar.routeTemplate`): the
+    template in place of the paid path, when the paid path is an instance of it (each `:name` one segment, every
+    other segment equal), so that a template names only the route the payment was for."""
+    if not isinstance(template, str) or not template.startswith("/") or len(template) > 512:
+        raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, "routeTemplate is a path starting with /")
+    wanted, paid = template.split("/")[1:], urlsplit(resource.url).path.split("/")[1:]
+    names = []
+    for want in wanted:
+        if (param := PARAM.fullmatch(want)) is not None:
+            names.append(param.group(1))
+        elif not TEMPLATE_SEGMENT.fullmatch(want) or want in (".", ".."):
+            raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, f"routeTemplate segment {want!r} is refused")
+    if len(wanted) != len(paid) or any(not PARAM.fullmatch(w) and w != p for w, p in zip(wanted, paid, strict=True)) \
+            or any(PARAM.fullmatch(w) and not p for w, p in zip(wanted, paid, strict=True)):
+        raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, "the paid path is not an instance of routeTemplate")
+    if len(set(names)) != len(names):
+        raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, "routeTemplate names a parameter twice")
+    parts = urlsplit(resource.url)
+    return replace(resource, url=urlunsplit((parts.scheme, parts.netloc, template, "", ""))), tuple(names)
+
+
+def route_params(url: str) -> tuple[str, ...]:
+    """The parameter names of a template URL's path (`/quotes/:var1` → `var1`)."""
+    return tuple(m.group(1) for seg in urlsplit(url).path.split("/") if (m := PARAM.fullmatch(seg)) is not None)

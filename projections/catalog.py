@@ -21,8 +21,9 @@ from eventsourcing.projection import Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
 
+from domain.clients import ANONYMOUS_ID
 from domain.discovery import ListingDetails
-from domain.listing import DiscoveryListing
+from domain.listing import DiscoveryListing, ResourceClaim
 from projections import catalog_search as search
 from projections.catalog_counts import delete_tags, delete_terms, write_tags, write_terms
 from projections.catalog_item import item, timestamp
@@ -105,7 +106,10 @@ class CatalogProjection(Projection[CatalogView]):
     name = "catalog"
     topics = tuple(get_topic(cls) for cls in (
         DiscoveryListing.Registered, DiscoveryListing.MetadataUpdated, DiscoveryListing.Disabled,
-        DiscoveryListing.Enabled, DiscoveryListing.Delisted,
+        DiscoveryListing.Enabled, DiscoveryListing.Delisted, DiscoveryListing.Confirmed,
+        # Nothing to show, but followed all the same: the catalog's position then reaches the end of the Listings
+        # log, which is what a reader waiting for its writes waits for.
+        ResourceClaim.Claimed, ResourceClaim.Transferred,
     ))
 
     @singledispatchmethod
@@ -115,33 +119,45 @@ class CatalogProjection(Projection[CatalogView]):
 
     @process_event.register
     def _(self, e: DiscoveryListing.Registered, tracking: Tracking) -> None:
-        details = ListingDetails.from_dict(e.details)
+        details, declared = ListingDetails.from_dict(e.details), _declared(e)
         key, moment = str(e.originator_id), timestamp(e.verified_at)
-        served = item(e.resource, e.owner, details, e.offers, e.verified_at)
+        served = item(e.resource, e.owner, details, e.offers, e.verified_at, declared)
+        shown = _shown(served)
         with self.view.tracked(tracking) as c:
             c.execute("INSERT INTO catalog_listings VALUES (?, ?, ?, ?, ?, ?, ?)",
                       (key, e.resource, e.method, details.type, moment, True, json.dumps(served)))
-            write_tags(c, key, details.type, moment, details.tags)
-            write_terms(c, key, details.type, moment, search.terms(served), details.tags)
+            write_tags(c, key, details.type, moment, shown)
+            write_terms(c, key, details.type, moment, search.terms(served), shown)
             self.view.write_search(c, key, moment, served)
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
+            _write_proposal(c, key, e.owner, e.details, declared)
 
     @process_event.register
     def _(self, e: DiscoveryListing.MetadataUpdated, tracking: Tracking) -> None:
-        details, key, moment = ListingDetails.from_dict(e.details), str(e.originator_id), timestamp(e.verified_at)
+        self._rewrite(e, tracking)
+
+    @process_event.register
+    def _(self, e: DiscoveryListing.Confirmed, tracking: Tracking) -> None:
+        self._rewrite(e, tracking)
+
+    def _rewrite(self, e: DiscoveryListing.MetadataUpdated | DiscoveryListing.Confirmed, tracking: Tracking) -> None:
+        details, declared = ListingDetails.from_dict(e.details), _declared(e)
+        key, moment = str(e.originator_id), timestamp(e.verified_at)
         with self.view.tracked(tracking) as c:
             resource = values(c.execute("SELECT resource FROM catalog_listings WHERE listing_id = ?",
                                          (key,)).fetchone())[0]
             delete_terms(c, key)
             delete_tags(c, key)
-            served = item(resource, e.owner, details, e.offers, e.verified_at)
+            served = item(resource, e.owner, details, e.offers, e.verified_at, declared)
+            shown = _shown(served)
             c.execute("UPDATE catalog_listings SET type = ?, last_updated = ?, item = ? WHERE listing_id = ?",
-                      (details.type, moment, json.dumps(served), key))
-            write_tags(c, key, details.type, moment, details.tags)
-            write_terms(c, key, details.type, moment, search.terms(served), details.tags)
+                      (served["type"], moment, json.dumps(served), key))
+            write_tags(c, key, served["type"], moment, shown)
+            write_terms(c, key, served["type"], moment, search.terms(served), shown)
             self.view.write_search(c, key, moment, served)
             c.execute("DELETE FROM catalog_owners WHERE listing_id = ?", (key,))
             c.execute("INSERT INTO catalog_owners VALUES (?, ?)", (key, e.owner))
+            _write_proposal(c, key, e.owner, e.details, declared)
 
     @process_event.register
     def _(self, e: DiscoveryListing.Disabled, tracking: Tracking) -> None:
@@ -159,9 +175,27 @@ class CatalogProjection(Projection[CatalogView]):
             delete_terms(c, str(e.originator_id))
             delete_tags(c, str(e.originator_id))
             self.view.delete_search(c, str(e.originator_id))
-            for table in ("catalog_owners", "catalog_listings"):
+            for table in ("catalog_owners", "catalog_proposals", "catalog_listings"):
                 c.execute(f"DELETE FROM {table} WHERE listing_id = ?", (str(e.originator_id),))
 
+
+
+def _declared(e: Any) -> ListingDetails | None:
+    """The merchant's declaration an event carries (none in events recorded before declarations)."""
+    declared = getattr(e, "declared", None)
+    return ListingDetails.from_dict(declared) if declared is not None else None
+
+
+def _shown(served: dict[str, Any]) -> tuple[str, ...]:
+    """The tags a served item shows: the ones a tag filter finds it by."""
+    return tuple((served.get("metadata") or {}).get("tags") or ())
+
+
+def _write_proposal(c: Any, key: str, owner: str, proposal: dict[str, Any], declared: ListingDetails | None) -> None:
+    """What the owner's console offers to confirm: the latest proposal, while it is not what the catalog shows."""
+    c.execute("DELETE FROM catalog_proposals WHERE listing_id = ?", (key,))
+    if owner != ANONYMOUS_ID and (declared is None or declared.as_dict() != proposal):
+        c.execute("INSERT INTO catalog_proposals VALUES (?, ?)", (key, json.dumps(proposal)))
 
 
 # -- queries --------------------------------------------------------------------------------------------------

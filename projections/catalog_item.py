@@ -19,10 +19,12 @@ def timestamp(moment: datetime) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def item(resource: str, owner: str, details: ListingDetails, offers: list[dict[str, Any]],
-         verified_at: datetime) -> dict[str, Any]:
-    """The served item; title, tags and provider only for a listing a registered account owns (SPEC.md)."""
-    registered = owner != ANONYMOUS_ID
+def item(resource: str, owner: str, proposal: ListingDetails, offers: list[dict[str, Any]],
+         verified_at: datetime, declared: ListingDetails | None = None) -> dict[str, Any]:
+    """The served item: what the merchant declared, else the latest payment's proposal without title, tags or
+    provider (docs/discovery.md, "Whose a listing is"); never those of the anonymous identity."""
+    registered = owner != ANONYMOUS_ID and declared is not None
+    details = declared if registered and declared is not None else proposal.proposed()
     served: dict[str, Any] = {
         "resource": resource, "type": details.type, "method": details.method, "x402Version": X402_VERSION,
         "accepts": [_accept(offer, details) for offer in offers], "lastUpdated": timestamp(verified_at),
@@ -47,7 +49,8 @@ def _accept(offer: dict[str, Any], details: ListingDetails) -> dict[str, Any]:
         "description": offer["description"] or details.description,
         "mimeType": offer["mime_type"] or output.get("type", ""),
         "outputSchema": {
-            "input": {"method": details.method, "type": details.type, "queryParams": query_params(details)},
+            "input": {"method": details.method, "type": details.type, "queryParams": query_params(details),
+                      **({"pathParams": dict.fromkeys(details.path_params, "string")} if details.path_params else {})},
             "output": {"type": output.get("type") or offer["mime_type"], "schema": output.get("schema") or {}},
         },
         "extra": {

@@ -46,6 +46,9 @@ class CatalogView(SqlView):
         # Who owns each listing (the console's "your listings"); a delisted listing leaves all three tables.
         "CREATE TABLE IF NOT EXISTS catalog_owners (listing_id TEXT PRIMARY KEY, owner TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS catalog_owners_owner ON catalog_owners (owner, listing_id)",
+        # The latest payment's proposal of a listing whose owner has not declared it (what the console offers to
+        # confirm): never served.
+        "CREATE TABLE IF NOT EXISTS catalog_proposals (listing_id TEXT PRIMARY KEY, proposal TEXT NOT NULL)",
         # What keeps a query's cost independent of the catalog's size (docs/performance.md): each filter's
         # pages are read from an index in the served order, and each filter's total is kept as a count.
         "CREATE INDEX IF NOT EXISTS catalog_listings_type_order ON catalog_listings (type, last_updated DESC, "
@@ -252,12 +255,13 @@ class CatalogView(SqlView):
         return SearchPage(items, page[-1][0] if len(found) > limit else None, False)
 
 
-    def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any]]]:
-        """(listing id, served item) of each listing `owner` (a client id, `merchant:<uuid>`) owns."""
-        rows = self.rows("SELECT l.listing_id, l.item FROM catalog_listings l JOIN catalog_owners o ON "
-                         "o.listing_id = l.listing_id WHERE o.owner = ? ORDER BY l.last_updated DESC, l.listing_id",
-                         (owner,))
-        return [(r[0], json.loads(r[1])) for r in rows]
+    def list_owned(self, owner: str) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
+        """(listing id, served item, the proposal it could confirm or None) of each listing `owner` (a client id,
+        `merchant:<uuid>`) owns."""
+        rows = self.rows("SELECT l.listing_id, l.item, p.proposal FROM catalog_listings l JOIN catalog_owners o ON "
+                         "o.listing_id = l.listing_id LEFT JOIN catalog_proposals p ON p.listing_id = l.listing_id "
+                         "WHERE o.owner = ? ORDER BY l.last_updated DESC, l.listing_id", (owner,))
+        return [(r[0], json.loads(r[1]), json.loads(r[2]) if r[2] else None) for r in rows]
 
     def get_rows(self) -> list[tuple[Any, ...]]:
         """Every row with its tags, in id order: what two catalogs are compared by (`paywarden audit rebuild

@@ -245,12 +245,12 @@ def test_the_list_filters_over_http_and_each_answer_is_cached_60_seconds(api):
     assert listed(network=DEVNET.caip2, tags="weather") == ["forecast", "headlines"]
     searched = client.simulate_get("/discovery/search", params={"query": "translated text"}).json
     assert names(searched["resources"]) == ["translate"]
-    # The translation's owner pays again with new words: both answers are the cached ones for 60 s, then new.
-    from tests.discovery_listings import OWNER, _paid
+    # The translation's owner is paid again with new words, and confirms them: both answers are the cached ones
+    # for 60 s, then new.
+    from tests.discovery_listings import pay_again
 
-    resource, _, info, network, pay_to, _ = LISTINGS["translate"]
-    gateway.container.listings.register_from_payment(_paid(
-        50, resource, OWNER, {**info, "description": "Interprets speech."}, network, pay_to, 60))
+    info = LISTINGS["translate"][2]
+    pay_again(gateway.container.listings, 50, "translate", {**info, "description": "Interprets speech."}, 60)
     catch_up(gateway.container.listings, CatalogProjection(gateway.container.catalog))
     assert names(client.simulate_get("/discovery/search", params={"query": "translated text"}).json[
         "resources"]) == ["translate"]
@@ -278,7 +278,7 @@ def test_the_consoles_discovery_page_searches_the_catalog_and_pages_its_results(
         return answer.text
 
     def shown(text: str) -> list[str]:
-        return [NAMES[u] for u in re.findall(r'<td class="mono">GET (https://[^<]+)</td>', text)]
+        return [NAMES[u] for u in re.findall(r'<td class="mono">GET (https?://[^<]+)</td>', text)]
 
     blank = page()
     assert '<input type="search" id="query" name="query" value=""' in blank and "search-results" not in blank

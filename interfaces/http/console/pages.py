@@ -67,6 +67,7 @@ NOTICES = {
     "removed": "Domain removed.",
     "discovery": "Discovery setting saved.",
     "delisted": "The listing is removed from the catalog.",
+    "confirmed": "The catalog shows what you confirmed.",
 }
 
 
