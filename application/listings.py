@@ -48,14 +48,13 @@ from domain.discovery import (
     ListingDetails,
     Reason,
     ResourceUrl,
-    apply_route_template,
     check_addresses,
     check_owner,
     parse_info,
     parse_resource_url,
     provider_url,
-    route_params,
 )
+from domain.discovery_routes import apply_route_template, route_params
 from domain.listing import Change, DiscoveryListing, ListingOwnershipError, ResourceClaim, claim_id, listing_id
 from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS, SCHEME_EXACT
 from domain.payment import Payment
@@ -186,6 +185,7 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
     # -- queries ------------------------------------------------------------------------------------------
 
     def get_listing(self, resource: str, method: str) -> DiscoveryListing | None:
+        """The listing of `resource` and `method` (for an MCP tool, `POST <tool name>`), if any."""
         try:
             return self.repository.get(listing_id(resource, method))
         except AggregateNotFoundError:
@@ -199,13 +199,13 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
             url, details, declared = self._validate(payment)
             claim = self._claim(url, payment.client_id)
             enabled = self._discovery_enabled(payment.client_id)
-            listing = self.get_listing(url, details.method)
+            listing = self.get_listing(url, details.key)
             offer = _offer(payment)
             stated = declared.as_dict() if declared is not None else None
             if listing is None:
                 if not enabled:
                     return self._skip(payment, "discovery_disabled", "the merchant turned discovery off")
-                listing = DiscoveryListing.register(url, details.method, payment.client_id, details.as_dict(),
+                listing = DiscoveryListing.register(url, details.key, payment.client_id, details.as_dict(),
                                                     offer, payment.payment_id, payment.verified_at, declared=stated)
                 change = Change.REGISTERED
             else:
@@ -216,7 +216,7 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
         except ListingOwnershipError as taken:
             return self._skip(payment, "not_owner", str(taken))
         self.counts[str(change)] += 1
-        log.info("discovery listing %s: %s %s (payment %s)", change, details.method, url, payment.payment_id)
+        log.info("discovery listing %s: %s %s (payment %s)", change, details.key, url, payment.payment_id)
         return change, listing, claim
 
     def _validate(self, payment: VerifiedPayment) -> tuple[str, ListingDetails, ListingDetails | None]:

@@ -18,7 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 from domain.errors import DomainError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-TYPES = ("http", "websocket", "grpc")
+TYPES = ("http", "websocket", "grpc", "mcp")
+TRANSPORTS = ("streamable-http", "sse")  # an MCP tool's (the x402 SDK's `McpTransport`)
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 MAX_INFO_BYTES = 8 * 1024  # `info` must be under this (serialized compact JSON, UTF-8)
 MAX_SCHEMA_BYTES = 4 * 1024  # a custom schema may be up to this
 MAX_HOSTNAME = 253
@@ -182,14 +184,21 @@ class ListingDetails:
     provider: dict[str, str] | None = None  # name, description, url, contact (contact is never served)
     pricing: dict[str, str] | None = None  # model, amount, asset
     path_params: tuple[str, ...] = ()  # the names of the route template's parameters (one listing per route)
+    tool: dict[str, Any] | None = None  # an MCP tool: name, description, transport, inputSchema
+
+    @property
+    def key(self) -> str:
+        """What, beside the URL, tells this listing from others: the method, and an MCP tool's name."""
+        return f"{self.method} {self.tool['name']}" if self.tool else self.method
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["tags"] = list(self.tags)
+        for name in ("path_params", "tool"):  # so a listing without them records what it did before the fields
+            if not data[name]:
+                del data[name]
         if self.path_params:
             data["path_params"] = list(self.path_params)
-        else:
-            del data["path_params"]  # so a listing without any records what it did before the field
         return data
 
     @classmethod
@@ -221,17 +230,47 @@ def parse_info(bazaar: Any, *, registered: bool, production: bool = False) -> Li
         raise DiscoveryInvalidError(Reason.INVALID_EXTENSION, "extensions.bazaar.info must be an object")
     if size(info) >= MAX_INFO_BYTES:
         raise DiscoveryInvalidError(Reason.INFO_TOO_LARGE, f"info is {size(info)} bytes; it must be under 8 KB")
+    if isinstance(info.get("input"), dict) and info["input"].get("type") == "mcp":
+        return _mcp(info, registered=registered, production=production)
     method = _text(info, "method", "GET").upper()
     if method not in METHODS:
         raise DiscoveryInvalidError(Reason.INVALID_METHOD, f"method must be one of {', '.join(METHODS)}")
     kind = _text(info, "type", "http").lower()
-    if kind not in TYPES:
+    if kind not in TYPES or kind == "mcp":  # an MCP tool is described in the SDK's shape (`info.input`)
         raise DiscoveryInvalidError(Reason.INVALID_TYPE, f"type must be one of {', '.join(TYPES)}")
     details = ListingDetails(
         type=kind, method=method, description=_text(info, "description", ""),
         input=_schema(info, "input"), output=_schema(info, "output"),
         pricing=_fields(info, "pricing", ("model", "amount", "asset")),
     )
+    return _registered(details, info, registered=registered, production=production)
+
+
+def _mcp(info: dict[str, Any], *, registered: bool, production: bool) -> ListingDetails:
+    """An MCP tool as the x402 SDK's `declare_mcp_discovery_extension` builds it: `info.input` with `type: mcp`,
+    `toolName`, `description`, `transport`, `inputSchema` (`example` and `output` are not kept)."""
+    given = info["input"]
+    name = given.get("toolName")
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, "input.toolName is 1-128 of A-Z a-z 0-9 _ . - /")
+    transport = _text(given, "transport", "streamable-http")
+    if transport not in TRANSPORTS:
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, f"input.transport is one of {', '.join(TRANSPORTS)}")
+    schema = given.get("inputSchema")
+    if not isinstance(schema, dict):
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, "input.inputSchema must be a JSON Schema object")
+    if size(schema) > MAX_SCHEMA_BYTES:
+        raise DiscoveryInvalidError(Reason.SCHEMA_TOO_LARGE, f"inputSchema is {size(schema)} bytes; at most 4 KB")
+    description = _text(given, "description", "") or _text(info, "description", "")
+    tool = {"name": name, "description": description, "transport": transport, "inputSchema": schema}
+    details = ListingDetails(type="mcp", method="POST", description=description, tool=tool,
+                             input={"type": "application/json", "schema": schema})
+    return _registered(details, info, registered=registered, production=production)
+
+
+def _registered(details: ListingDetails, info: dict[str, Any], *, registered: bool,
+                production: bool) -> ListingDetails:
+    """The details with the title, tags and provider a registered account may give."""
     if not registered:
         return details
     title = _text(info, "title", "") or None
@@ -330,56 +369,3 @@ def check_owner(resource: ResourceUrl, domains: Iterable[str], *, sandbox: bool)
     if on_domains(resource.host, domains) or (sandbox and is_loopback(resource.host)):
         return
     raise DiscoveryInvalidError(Reason.NOT_OWNER, f"{resource.host} is not a verified domain of the merchant")
-
-
-# -- one listing per route ------------------------------------------------------------------------------------
-
-PARAM = re.compile(r"^:([A-Za-z_][A-Za-z0-9_]{0,63})$")
-TEMPLATE_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()+,;=@%-]{1,256}$")
-
-
-def route_template(pattern: str) -> tuple[str, tuple[str, ...]]:
-    """A route pattern (the x402 SDK's syntax: `*`, `[param]`, `:param`) as the SDK's Bazaar writes a
-    `routeTemplate`: every parameter `:name`, each segment holding a `*` one parameter `:var1`, `:var2`, ...; with
-    the names of its parameters. A pattern without any is its own template."""
-    segments, names, wild = [], [], 0
-    for segment in pattern.split("/"):
-        bracket = re.fullmatch(r"\[([A-Za-z_]\w*)\]", segment)
-        if bracket or PARAM.fullmatch(segment):
-            name = bracket.group(1) if bracket else segment[1:]
-        elif "*" in segment:
-            wild += 1
-            name = f"var{wild}"
-        else:
-            segments.append(segment)
-            continue
-        segments.append(f":{name}")
-        names.append(name)
-    return "/".join(segments) or "/", tuple(names)
-
-
-def apply_route_template(resource: ResourceUrl, template: Any) -> tuple[ResourceUrl, tuple[str, ...]]:
-    """The resource URL of a payment that names its route's template (`extensions.bazaar.routeTemplate`): the
-    template in place of the paid path, when the paid path is an instance of it (each `:name` one segment, every
-    other segment equal), so that a template names only the route the payment was for."""
-    if not isinstance(template, str) or not template.startswith("/") or len(template) > 512:
-        raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, "routeTemplate is a path starting with /")
-    wanted, paid = template.split("/")[1:], urlsplit(resource.url).path.split("/")[1:]
-    names = []
-    for want in wanted:
-        if (param := PARAM.fullmatch(want)) is not None:
-            names.append(param.group(1))
-        elif not TEMPLATE_SEGMENT.fullmatch(want) or want in (".", ".."):
-            raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, f"routeTemplate segment {want!r} is refused")
-    if len(wanted) != len(paid) or any(not PARAM.fullmatch(w) and w != p for w, p in zip(wanted, paid, strict=True)) \
-            or any(PARAM.fullmatch(w) and not p for w, p in zip(wanted, paid, strict=True)):
-        raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, "the paid path is not an instance of routeTemplate")
-    if len(set(names)) != len(names):
-        raise DiscoveryInvalidError(Reason.INVALID_ROUTE_TEMPLATE, "routeTemplate names a parameter twice")
-    parts = urlsplit(resource.url)
-    return replace(resource, url=urlunsplit((parts.scheme, parts.netloc, template, "", ""))), tuple(names)
-
-
-def route_params(url: str) -> tuple[str, ...]:
-    """The parameter names of a template URL's path (`/quotes/:var1` → `var1`)."""
-    return tuple(m.group(1) for seg in urlsplit(url).path.split("/") if (m := PARAM.fullmatch(seg)) is not None)

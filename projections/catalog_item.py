@@ -49,8 +49,7 @@ def _accept(offer: dict[str, Any], details: ListingDetails) -> dict[str, Any]:
         "description": offer["description"] or details.description,
         "mimeType": offer["mime_type"] or output.get("type", ""),
         "outputSchema": {
-            "input": {"method": details.method, "type": details.type, "queryParams": query_params(details),
-                      **({"pathParams": dict.fromkeys(details.path_params, "string")} if details.path_params else {})},
+            "input": _input(details),
             "output": {"type": output.get("type") or offer["mime_type"], "schema": output.get("schema") or {}},
         },
         "extra": {
@@ -59,3 +58,17 @@ def _accept(offer: dict[str, Any], details: ListingDetails) -> dict[str, Any]:
         },
     }
 
+
+
+def _input(details: ListingDetails) -> dict[str, Any]:
+    """`outputSchema.input`: how to call the resource. An MCP tool: its name, description, transport and input
+    schema (a `tools/call` of that name over the MCP server at `resource`); else the method, the transport type
+    (`http`, as x402 clients read it), the query parameters, and a route's path parameters."""
+    if details.tool is not None:
+        return {"type": "mcp", "method": details.method, "toolName": details.tool["name"],
+                "description": details.tool["description"], "transport": details.tool["transport"],
+                "inputSchema": details.tool["inputSchema"]}
+    served: dict[str, Any] = {"method": details.method, "type": details.type, "queryParams": query_params(details)}
+    if details.path_params:
+        served["pathParams"] = dict.fromkeys(details.path_params, "string")
+    return served

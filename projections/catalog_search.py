@@ -78,14 +78,21 @@ def document(item: dict[str, Any]) -> Document:
     title, tags = str(metadata.get("title") or ""), [str(t) for t in metadata.get("tags") or ()]
     url = urlsplit(item["resource"])
     names: list[str] = []
+    tools: list[str] = []  # an MCP tool's name: searched as its title is
     for accept in item.get("accepts") or ():
         schema = accept.get("outputSchema") or {}
-        names.extend((schema.get("input") or {}).get("queryParams") or {})
+        given = schema.get("input") or {}
+        names.extend(given.get("queryParams") or {})
+        names.extend(_field_names(given.get("inputSchema")))
         names.extend(_field_names((schema.get("output") or {}).get("schema")))
+        if given.get("toolName"):
+            tools.append(str(given["toolName"]))
+    tools = list(dict.fromkeys(tools))
     body = [str(metadata.get("description") or ""), url.hostname or "", url.path, str(provider.get("name") or ""),
             *names[:MAX_SCHEMA_NAMES]]
-    exact = dict.fromkeys(exact_token(t) for t in [title, *tags] if normal(t))
-    return Document(" ".join(exact), " ".join(words(" ".join([title, *tags]))), " ".join(words(" ".join(body))))
+    exact = dict.fromkeys(exact_token(t) for t in [title, *tags, *tools] if normal(t))
+    return Document(" ".join(exact), " ".join(words(" ".join([title, *tags, *tools]))),
+                    " ".join(words(" ".join(body))))
 
 
 def _field_names(schema: Any) -> Iterable[str]:

@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 from application.ports import GatewayRoute
 from application.proxy_services import ProxyServices
 from domain.clients import merchant_client_id
-from domain.discovery import is_loopback, route_template
+from domain.discovery import is_loopback
+from domain.discovery_routes import route_template
 from domain.merchant import merchant_id
 
 
@@ -25,15 +26,17 @@ class ProxyGateways:
             return None
         slug, _, path = url[len(base):].lstrip("/").partition("/")
         service = self._proxies.get_by_slug(slug) if slug else None
-        route = self._proxies.match(service, method, "/" + path.split("?")[0]) if service is not None else None
-        if service is None or route is None:
+        if service is None:
             return None
+        owner = merchant_client_id(merchant_id(service.merchant))
+        route = self._proxies.match(service, method, "/" + path.split("?")[0])
+        if route is None:  # the gateway is the service's merchant's all the same (an MCP server's URL, say)
+            return GatewayRoute(owner=owner, resource=url.split("?")[0], info=None)
         info = dict(route.bazaar) if route.bazaar else None
         if info is not None and route.method != "*":
             info.setdefault("method", route.method)
         template, _ = route_template(route.path)
-        return GatewayRoute(owner=merchant_client_id(merchant_id(service.merchant)),
-                            resource=f"{base}/{slug}{template}", info=info)
+        return GatewayRoute(owner=owner, resource=f"{base}/{slug}{template}", info=info)
 
     def _base(self, url: str) -> str | None:
         if self._public:

@@ -261,3 +261,19 @@ def test_the_sdks_route_template_makes_one_listing_per_route_when_the_paid_path_
         paid.extensions["bazaar"] = {"info": INFO, "routeTemplate": template}
         assert app.register_from_payment(paid) is None, template
     assert app.counts["skipped:invalid_route_template"] == 5
+
+
+def test_each_tool_of_an_mcp_server_is_its_own_listing_under_one_claim(ports):
+    from x402.extensions.bazaar import DeclareMcpDiscoveryConfig, declare_mcp_discovery_extension
+
+    app = listings(ports)
+    server = "https://mcp.example.com/mcp"
+    for tool in ("get_weather", "get_tides"):
+        extension = declare_mcp_discovery_extension(DeclareMcpDiscoveryConfig(
+            tool_name=tool, description=f"The {tool}", input_schema={"type": "object"}))
+        paid = VerifiedPayment(uuid4(), MERCHANT, extension, {"url": server}, "solana:devnet", "MINT", 10_000,
+                               "WALLET", datetime.now(UTC))
+        assert app.register_from_payment(paid) is Change.REGISTERED
+    listing = app.get_listing(server, "POST get_tides")
+    assert listing.details["type"] == "mcp" and listing.details["tool"]["name"] == "get_tides"
+    assert app.get_listing(server, "POST") is None
