@@ -75,19 +75,19 @@ def test_listings_and_the_catalog_on_postgresql_apply_each_event_once(postgres_u
                  ("c", ["maps"], "websocket")]
         for step, (path, tags, kind) in enumerate(steps[:2]):
             listings.register_from_payment(payment(path, f"{path}{step}", tags, kind))
-        assert catch_up(listings, CatalogProjection(view)) == 2
+        assert catch_up(listings, CatalogProjection(view)) == 4  # each registration and its URL's claim
         for step, (path, tags, kind) in enumerate(steps[2:], start=2):
             listings.register_from_payment(payment(path, f"{path}{step}", tags, kind))
         with pytest.raises(Crash):
             catch_up(listings, CrashingCatalogProjection(view))
-        assert catch_up(listings, CatalogProjection(view)) == 2
+        assert catch_up(listings, CatalogProjection(view)) == 3
         assert catch_up(listings, CatalogProjection(view)) == 0
         page = list_resources(view, tags=("weather",), limit=1)
         assert page.total == 2 and len(page.items) == 1 and page.items[0]["metadata"]["title"] == "a2"
         assert list_resources(view, kind="websocket").items[0]["resource"] == "https://api.example.com/c"
         assert "ops@acme.test" not in str(list_resources(view).items)
         fresh = build_view(Config(data_dir=tmp_path / "audit"), "catalog", SqliteCatalogView)
-        assert rebuild(listings, fresh) == 4
+        assert rebuild(listings, fresh) == 7
         assert fresh.get_rows() == view.get_rows() and len(view.get_rows()) == 3
     finally:
         listings.close()
