@@ -117,11 +117,11 @@ class VerifiedPayment:
 
 class Listings(EventSourcedProjection[UUID], Leader[UUID]):
     """Follows the Payments log (`Payment.Approved`); records `DiscoveryListing` events. A Leader for the owner's
-    delisting only (projections/read_your_writes.py): the listings it records as it follows payments are the
-    catalog worker's to apply."""
+    delisting and confirmation only (projections/read_your_writes.py): the listings it records as it follows
+    payments are the catalog worker's to apply."""
 
     topics = (get_topic(Payment.Approved),)
-    notify_topics = (get_topic(DiscoveryListing.Delisted),)
+    notify_topics = (get_topic(DiscoveryListing.Delisted), get_topic(DiscoveryListing.Confirmed))
     # A listing is loaded for every payment that describes it, and changes with each new price or once a day: a
     # snapshot every 50 events bounds what a load replays (docs/performance.md).
     snapshotting_intervals = {DiscoveryListing: 50}
