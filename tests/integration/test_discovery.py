@@ -551,3 +551,33 @@ def test_a_killed_projection_worker_process_resumes_exactly_once(discovery, tmp_
                                                                             "d third"]
     assert sum(type(e) is DiscoveryListing.Registered for e in container.listings.repository.event_store.get(
         listing_id("https://api.example.com/a", "GET"))) == 1
+
+
+@STORES
+def test_the_owner_confirms_a_proposal_on_the_discovery_page_and_the_catalog_shows_it_at_once(discovery):
+    import html
+    import re
+    from urllib.parse import urlencode
+
+    from tests.integration.console_helpers import add_owner, console_client
+    from tests.integration.test_console_pages import log_in
+
+    container = discovery.gateway.container
+    discovery.pay(URL, INFO)
+    discovery.project(confirm=False)
+    add_owner(container, "acme", "owner@acme.test")
+    client = console_client(container)
+    cookie, csrf = log_in(client, "owner@acme.test")
+    cookies = {"pw_console_session": cookie}
+    page = client.simulate_get("/discovery", cookies=cookies).text
+    action, proposal = re.search(r'<form method="post" action="(/listings/[^/]+/confirm)">.*?name="proposal" '
+                                 r'value="([^"]+)"', page, re.S).groups()
+    assert "Acme Weather" in page and "Show this in the catalog" in page
+    form = {"csrf_token": csrf, "proposal": html.unescape(proposal)}
+    answer = client.simulate_post(action, body=urlencode(form), cookies=cookies,
+                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert answer.status_code == 303 and answer.headers["location"].endswith("/discovery?done=confirmed")
+    page = client.simulate_get("/discovery", params={"done": "confirmed"}, cookies=cookies).text
+    assert "Show this in the catalog" not in page and "The catalog shows what you confirmed." in page
+    [item] = discovery.catalog()["items"]  # no follower run: the confirmation is applied with its command
+    assert item["metadata"]["title"] == "Weather" and item["provider"]["name"] == "Acme Weather"
