@@ -191,6 +191,14 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
         except AggregateNotFoundError:
             return None
 
+    def get_claim(self, resource: str) -> ResourceClaim | None:
+        """Whose the URL is, if anyone's yet."""
+        try:
+            claim: ResourceClaim = self.repository.get(claim_id(resource))
+        except AggregateNotFoundError:
+            return None
+        return claim
+
     # -- steps --------------------------------------------------------------------------------------------
 
     def _decide(self, payment: VerifiedPayment) -> tuple[Change | None, DiscoveryListing | None,
@@ -264,9 +272,8 @@ class Listings(EventSourcedProjection[UUID], Leader[UUID]):
     def _claim(self, url: str, owner: str) -> ResourceClaim:
         """The URL's claim, taken by `owner` (made when the URL is new); ListingOwnershipError when another
         merchant's."""
-        try:
-            claim: ResourceClaim = self.repository.get(claim_id(url))
-        except AggregateNotFoundError:
+        claim = self.get_claim(url)
+        if claim is None:
             return ResourceClaim(resource=url, owner=owner)
         if not claim.take(owner):
             raise ListingOwnershipError(f"{url} is listed by another account")
