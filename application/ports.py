@@ -6,7 +6,7 @@ Adapters live in `interfaces/` (LiteSVM, Solana JSON-RPC, Redis, in-process); un
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -136,6 +136,27 @@ class DiscoverySettings(Protocol):
     def get_discovery_enabled(self, merchant_id: str) -> bool: ...
 
 
+class VerifiedDomains(Protocol):
+    """A merchant's verified domains (the accounts read model): where its listings' resource URLs may be."""
+
+    def list_verified_domains(self, merchant_id: str) -> Collection[str]: ...
+
+
+@dataclass(frozen=True)
+class GatewayRoute:
+    """The proxy route a gateway URL is paid through: whose it is and what its merchant declared."""
+
+    owner: str  # the client id payments through it are recorded under (`merchant:<uuid>`)
+    resource: str  # the route's gateway URL, its pattern as a template (`…/quotes/:var1`)
+    info: dict[str, Any] | None  # the route's discovery settings as `extensions.bazaar.info`, the method filled in
+
+
+class Gateways(Protocol):
+    """The proxy's routes, found by gateway URL (and the listing's method)."""
+
+    def find_gateway_route(self, url: str, method: str) -> GatewayRoute | None: ...
+
+
 class ReceivedPayments(Protocol):
     """The `Payment.Received` event of a payment: what the request carried (extensions, resource, terms)."""
 
@@ -233,6 +254,20 @@ class DiscoveryOff:
 
     def get_discovery_enabled(self, merchant_id: str) -> bool:
         return False
+
+
+class NoVerifiedDomains:
+    """`VerifiedDomains` of merchants who verified nothing."""
+
+    def list_verified_domains(self, merchant_id: str) -> Collection[str]:
+        return ()
+
+
+class NoGateways:
+    """`Gateways` of a deployment without a proxy."""
+
+    def find_gateway_route(self, url: str, method: str) -> GatewayRoute | None:
+        return None
 
 
 class NoReceivedPayments:

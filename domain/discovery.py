@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -17,7 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 from domain.errors import DomainError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-TYPES = ("http", "websocket", "grpc")
+TYPES = ("http", "websocket", "grpc", "mcp")
+TRANSPORTS = ("streamable-http", "sse")  # an MCP tool's (the x402 SDK's `McpTransport`)
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 MAX_INFO_BYTES = 8 * 1024  # `info` must be under this (serialized compact JSON, UTF-8)
 MAX_SCHEMA_BYTES = 4 * 1024  # a custom schema may be up to this
 MAX_HOSTNAME = 253
@@ -49,6 +52,8 @@ class Reason(StrEnum):
     INVALID_METHOD = "invalid_method"
     INVALID_TYPE = "invalid_type"
     INVALID_FIELD = "invalid_field"
+    NOT_OWNER = "not_owner"  # the URL is not on the merchant's verified domains or gateway, or another owns it
+    INVALID_ROUTE_TEMPLATE = "invalid_route_template"
 
 
 class DiscoveryInvalidError(DomainError):
@@ -178,15 +183,33 @@ class ListingDetails:
     output: dict[str, Any] | None = None
     provider: dict[str, str] | None = None  # name, description, url, contact (contact is never served)
     pricing: dict[str, str] | None = None  # model, amount, asset
+    path_params: tuple[str, ...] = ()  # the names of the route template's parameters (one listing per route)
+    tool: dict[str, Any] | None = None  # an MCP tool: name, description, transport, inputSchema
+
+    @property
+    def key(self) -> str:
+        """What, beside the URL, tells this listing from others: the method, and an MCP tool's name."""
+        return f"{self.method} {self.tool['name']}" if self.tool else self.method
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["tags"] = list(self.tags)
+        for name in ("path_params", "tool"):  # so a listing without them records what it did before the fields
+            if not data[name]:
+                del data[name]
+        if self.path_params:
+            data["path_params"] = list(self.path_params)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ListingDetails:
-        return cls(**{**data, "tags": tuple(data.get("tags") or ())})
+        return cls(**{**data, "tags": tuple(data.get("tags") or ()),
+                      "path_params": tuple(data.get("path_params") or ())})
+
+    def proposed(self) -> ListingDetails:
+        """What the catalog shows of a payment's proposal that its merchant has not declared: no title, tags or
+        provider (what a payer could use to pass as someone else)."""
+        return replace(self, title=None, tags=(), provider=None)
 
 
 def size(value: Any) -> int:
@@ -207,17 +230,47 @@ def parse_info(bazaar: Any, *, registered: bool, production: bool = False) -> Li
         raise DiscoveryInvalidError(Reason.INVALID_EXTENSION, "extensions.bazaar.info must be an object")
     if size(info) >= MAX_INFO_BYTES:
         raise DiscoveryInvalidError(Reason.INFO_TOO_LARGE, f"info is {size(info)} bytes; it must be under 8 KB")
+    if isinstance(info.get("input"), dict) and info["input"].get("type") == "mcp":
+        return _mcp(info, registered=registered, production=production)
     method = _text(info, "method", "GET").upper()
     if method not in METHODS:
         raise DiscoveryInvalidError(Reason.INVALID_METHOD, f"method must be one of {', '.join(METHODS)}")
     kind = _text(info, "type", "http").lower()
-    if kind not in TYPES:
+    if kind not in TYPES or kind == "mcp":  # an MCP tool is described in the SDK's shape (`info.input`)
         raise DiscoveryInvalidError(Reason.INVALID_TYPE, f"type must be one of {', '.join(TYPES)}")
     details = ListingDetails(
         type=kind, method=method, description=_text(info, "description", ""),
         input=_schema(info, "input"), output=_schema(info, "output"),
         pricing=_fields(info, "pricing", ("model", "amount", "asset")),
     )
+    return _registered(details, info, registered=registered, production=production)
+
+
+def _mcp(info: dict[str, Any], *, registered: bool, production: bool) -> ListingDetails:
+    """An MCP tool as the x402 SDK's `declare_mcp_discovery_extension` builds it: `info.input` with `type: mcp`,
+    `toolName`, `description`, `transport`, `inputSchema` (`example` and `output` are not kept)."""
+    given = info["input"]
+    name = given.get("toolName")
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, "input.toolName is 1-128 of A-Z a-z 0-9 _ . - /")
+    transport = _text(given, "transport", "streamable-http")
+    if transport not in TRANSPORTS:
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, f"input.transport is one of {', '.join(TRANSPORTS)}")
+    schema = given.get("inputSchema")
+    if not isinstance(schema, dict):
+        raise DiscoveryInvalidError(Reason.INVALID_FIELD, "input.inputSchema must be a JSON Schema object")
+    if size(schema) > MAX_SCHEMA_BYTES:
+        raise DiscoveryInvalidError(Reason.SCHEMA_TOO_LARGE, f"inputSchema is {size(schema)} bytes; at most 4 KB")
+    description = _text(given, "description", "") or _text(info, "description", "")
+    tool = {"name": name, "description": description, "transport": transport, "inputSchema": schema}
+    details = ListingDetails(type="mcp", method="POST", description=description, tool=tool,
+                             input={"type": "application/json", "schema": schema})
+    return _registered(details, info, registered=registered, production=production)
+
+
+def _registered(details: ListingDetails, info: dict[str, Any], *, registered: bool,
+                production: bool) -> ListingDetails:
+    """The details with the title, tags and provider a registered account may give."""
     if not registered:
         return details
     title = _text(info, "title", "") or None
@@ -289,3 +342,30 @@ def query_params(details: ListingDetails) -> dict[str, str]:
         return {}
     return {str(name): str(spec.get("type", "string")) if isinstance(spec, dict) else "string"
             for name, spec in properties.items()}
+
+
+# -- whose a resource is (docs/discovery.md, "Whose a listing is") ------------------------------------------------
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost` (and its subdomains) or a loopback address: the only hosts the sandbox lists for anyone."""
+    host = host.lower().rstrip(".")
+    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    address = _address(host.strip("[]"))
+    return address is not None and address.is_loopback
+
+
+def on_domains(host: str, domains: Iterable[str]) -> bool:
+    """The host is one of `domains` or a subdomain of one (`api.shop.example` is on `shop.example`)."""
+    host = host.lower().rstrip(".")
+    return any(host == d or host.endswith("." + d) for d in (d.lower().rstrip(".") for d in domains) if d)
+
+
+def check_owner(resource: ResourceUrl, domains: Iterable[str], *, sandbox: bool) -> None:
+    """A merchant lists a URL on one of its verified domains; the sandbox also lists loopback hosts for anyone."""
+    if on_domains(resource.host, domains) or (sandbox and is_loopback(resource.host)):
+        return
+    raise DiscoveryInvalidError(Reason.NOT_OWNER, f"{resource.host} is not a verified domain of the merchant")

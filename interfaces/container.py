@@ -32,6 +32,7 @@ from interfaces.adapters.accounts_cache import (
 from interfaces.adapters.chain.instrumented import instrument_chains
 from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
+from interfaces.adapters.gateways import ProxyGateways
 from interfaces.adapters.key_usage import KeyUsage
 from interfaces.adapters.memory import InProcessLocks, TtlCache
 from interfaces.adapters.passwords import Argon2Hasher
@@ -279,7 +280,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
     payments_batch = BatchEvents()
     listings = Listings(store_env(config, "listings"), payments=BatchFirst(payments_batch, StoredPayments(payments)),
                         discovery=accounts, resolver=resolver or GetaddrinfoResolver(),
-                        production=config.discovery_public_only)
+                        production=config.discovery_public_only, domains=accounts, sandbox=config.sandbox,
+                        gateways=ProxyGateways(proxies, config.proxy_url, sandbox=config.sandbox))
     catalog = build_view(config, "catalog", SqliteCatalogView)
     discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())

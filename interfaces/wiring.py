@@ -13,7 +13,7 @@ import ssl
 from interfaces.adapters.outbound import OutboundClient, OutboundPolicy, Resolver
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.resolver import GetaddrinfoResolver
-from interfaces.adapters.secret_box import CONSOLE_CSRF, derived_key
+from interfaces.adapters.secret_box import CONSOLE_CSRF, SEARCH_CURSORS, derived_key
 from interfaces.audit.tiles import TileSource
 from interfaces.container import Container, sqlite_dir
 from interfaces.http.console import collaborators as console
@@ -43,6 +43,7 @@ def api_collaborators(container: Container, *, probes: Probes | None = None) -> 
         payments=container.payments, fee_payers=container.fee_payers, key_lookup=container.key_lookup(),
         key_usage=container.key_usage, service_scopes=container.service_scopes, payment_list=container.payment_list,
         catalog=container.catalog, discovery_cache=container.discovery_cache,
+        cursor_key=derived_key(config, SEARCH_CURSORS),
         probes=probes or Probes(probe_targets(container)), webhooks_view=container.webhooks_view,
         served=tuple(sorted(container.chains.by_network)), anonymous=config.anonymous,
         rate_limit_storage=config.redis_url or "memory://", rate_limit_per_key=config.rate_limit_per_key,
@@ -80,7 +81,7 @@ def console_collaborators(container: Container, *, api_url: str = "",
         proxies=container.proxies,
         webhooks=webhook_service(container), payment_list=container.payment_list,
         throttle=LoginThrottle(config.redis_url or "memory://"), verify_password=Argon2Hasher().verify,
-        catalog=container.catalog, listings=container.listings,
+        catalog=container.catalog, listings=container.listings, cursor_key=derived_key(config, SEARCH_CURSORS),
         console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
         trusted_proxies=config.trusted_proxies, api_url=api_url, fee_payers=health,
         proxy_url=config.proxy_url, payment_volume=container.payment_volume,

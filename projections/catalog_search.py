@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import json
 import re
 import unicodedata
@@ -77,14 +78,21 @@ def document(item: dict[str, Any]) -> Document:
     title, tags = str(metadata.get("title") or ""), [str(t) for t in metadata.get("tags") or ()]
     url = urlsplit(item["resource"])
     names: list[str] = []
+    tools: list[str] = []  # an MCP tool's name: searched as its title is
     for accept in item.get("accepts") or ():
         schema = accept.get("outputSchema") or {}
-        names.extend((schema.get("input") or {}).get("queryParams") or {})
+        given = schema.get("input") or {}
+        names.extend(given.get("queryParams") or {})
+        names.extend(_field_names(given.get("inputSchema")))
         names.extend(_field_names((schema.get("output") or {}).get("schema")))
+        if given.get("toolName"):
+            tools.append(str(given["toolName"]))
+    tools = list(dict.fromkeys(tools))
     body = [str(metadata.get("description") or ""), url.hostname or "", url.path, str(provider.get("name") or ""),
             *names[:MAX_SCHEMA_NAMES]]
-    exact = dict.fromkeys(exact_token(t) for t in [title, *tags] if normal(t))
-    return Document(" ".join(exact), " ".join(words(" ".join([title, *tags]))), " ".join(words(" ".join(body))))
+    exact = dict.fromkeys(exact_token(t) for t in [title, *tags, *tools] if normal(t))
+    return Document(" ".join(exact), " ".join(words(" ".join([title, *tags, *tools]))),
+                    " ".join(words(" ".join(body))))
 
 
 def _field_names(schema: Any) -> Iterable[str]:
@@ -114,27 +122,67 @@ def terms(item: dict[str, Any]) -> list[str]:
 TIERS = (0, 1, 2)
 
 
+MAX_SEQ = 2**63 - 1  # a `seq` is a positive 64-bit integer on both stores
+MAX_CURSOR_CHARS = 512
+MAC_BYTES = 16
+
+
+class CursorError(ValueError):
+    """A cursor that is not one this server made for this search (forged, altered, truncated, of another search)."""
+
+
 @dataclass(frozen=True)
 class Key:
-    """A place in a search's ranking; as a cursor (`token`), tied to the search it came from (`fingerprint`)."""
+    """A place in a search's ranking; as a cursor (`token`), tied to the search it came from (`fingerprint`) and
+    MAC'd with the server's key, so a reader can hand it back but neither read a meaning into it nor forge one."""
 
     tier: int
     seq: int
 
-    def token(self, fingerprint: str) -> str:
-        text = json.dumps([self.tier, self.seq, fingerprint], separators=(",", ":"))
-        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+    def token(self, fingerprint: str, secret: bytes) -> str:
+        text = json.dumps([self.tier, self.seq, fingerprint], separators=(",", ":")).encode()
+        return f"{_b64(text)}.{_b64(_mac(secret, text))}"
 
     @classmethod
-    def from_token(cls, token: str, fingerprint: str) -> Key:
-        """The place a cursor names; ValueError when it is not one, or is another search's."""
+    def from_token(cls, token: Any, fingerprint: str, secret: bytes) -> Key:
+        """The place a cursor names; CursorError when its MAC does not hold, or it is not a place of this search:
+        the one rule of the API and the console."""
+        if not isinstance(token, str) or not 1 <= len(token) <= MAX_CURSOR_CHARS:
+            raise CursorError(f"1-{MAX_CURSOR_CHARS} characters, as given")
+        body, _, mac = token.partition(".")
         try:
-            tier, seq, of = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        except (ValueError, TypeError, binascii.Error):
-            raise ValueError("not a cursor") from None
-        if of != fingerprint or tier not in TIERS or not isinstance(seq, int) or isinstance(seq, bool):
-            raise ValueError("not a cursor of this search")
+            text, sent = _unb64(body), _unb64(mac)
+        except (ValueError, binascii.Error):
+            raise CursorError("not a cursor") from None
+        if not hmac.compare_digest(sent, _mac(secret, text)):
+            raise CursorError("not a cursor this server made (use pagination.cursor as given)")
+        try:
+            tier, seq, of = json.loads(text)
+        except (ValueError, TypeError):
+            raise CursorError("not a cursor") from None
+        if of != fingerprint:
+            raise CursorError("not a cursor of this search (send the same query and filters)")
+        if not (_integer(tier) and tier in TIERS and _integer(seq) and 0 <= seq <= MAX_SEQ):
+            raise CursorError("not a cursor")  # a key of ours never signs one: checked all the same
         return cls(tier, seq)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mac(secret: bytes, text: bytes) -> bytes:
+    return hmac.new(secret, b"paywarden search cursor " + text, hashlib.sha256).digest()[:MAC_BYTES]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    if not text or not text.isascii():
+        raise ValueError("empty")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def fingerprint(query: str, filters: str) -> str:

@@ -38,7 +38,7 @@ LISTINGS: dict[str, tuple[str, str, dict[str, Any], str, str, int]] = {
         "title": "Translate", "tags": ["language", "ai"], "description": "Translate text between 40 languages.",
         "provider": {"name": "Polyglot"}, "input": {"schema": _schema("text", "target_lang")},
         "output": {"type": "application/json", "schema": _schema("translated_text")}}, MAINNET.caip2, WALLET_A, 5),
-    "quote": ("https://anon.example.com/quote", ANONYMOUS_ID, {
+    "quote": ("http://anon.example.localhost/quote", ANONYMOUS_ID, {
         "title": "Quotes", "tags": ["finance"], "description": "Stock quotes with weather-independent prices."},
         DEVNET.caip2, WALLET_B, 6),
     "gone": ("https://gone.example.com/weather", OWNER, {
@@ -70,14 +70,59 @@ def url(name: str) -> str:
     return LISTINGS[name][0]
 
 
+class Trusting:
+    """Ports for which the owner has verified every `example.com` domain, and discovery is on."""
+
+    def list_verified_domains(self, merchant_id: str) -> tuple[str, ...]:
+        return ("example.com",)
+
+    def get_discovery_enabled(self, merchant_id: str) -> bool:
+        return True
+
+    def resolve(self, hostname: str) -> list[str]:
+        return ["93.184.216.34"]
+
+    def get_received(self, payment_id: UUID) -> None:
+        return None
+
+
+def trusting_follower(listings: Listings) -> Listings:
+    """A sandbox follower of `listings`' store whose owner verified `example.com`."""
+    return Listings(dict(listings.env), payments=Trusting(), discovery=Trusting(), resolver=Trusting(),
+                    domains=Trusting(), sandbox=True)
+
+
+def pay_again(listings: Listings, n: int, name: str, info: dict[str, Any], minutes: int) -> None:
+    """The owner of listing `name` is paid again with new words in its extension, and confirms them."""
+    resource, owner, _, network, pay_to, _ = LISTINGS[name]
+    trusting = trusting_follower(listings)
+    try:
+        trusting.register_from_payment(_paid(n, resource, owner, info, network, pay_to, minutes))
+        listing = trusting.get_listing(resource, "GET")
+        assert listing is not None
+        trusting.confirm(listing.id, owner, listing.details)
+    finally:
+        trusting.close()
+
+
 def seed(listings: Listings) -> None:
-    """Record every listing, the second payment of the forecast, and the delisting of `gone`."""
-    for n, (resource, owner, info, network, pay_to, minutes) in enumerate(LISTINGS.values()):
-        listings.register_from_payment(_paid(n, resource, owner, info, network, pay_to, minutes))
-    name, network, minutes = AGAIN
-    resource, owner, info, _, pay_to, _ = LISTINGS[name]
-    listings.register_from_payment(_paid(99, resource, owner, info, network, pay_to, minutes))
-    listings.delist(listing_id(url("gone"), "GET"), OWNER)
+    """Record every listing (in `listings`' store, by a sandbox follower whose owner verified `example.com`), each
+    confirmed by its owner as it is registered (the anonymous one cannot be), the second payment of the forecast,
+    and the delisting of `gone`."""
+    trusting = trusting_follower(listings)  # the sandbox: the anonymous one is on a loopback host
+    try:
+        for n, (resource, owner, info, network, pay_to, minutes) in enumerate(LISTINGS.values()):
+            trusting.register_from_payment(_paid(n, resource, owner, info, network, pay_to, minutes))
+            if owner != ANONYMOUS_ID:
+                listing = trusting.get_listing(resource, "GET")
+                assert listing is not None
+                trusting.confirm(listing.id, owner, listing.details)
+        name, network, minutes = AGAIN
+        resource, owner, info, _, pay_to, _ = LISTINGS[name]
+        trusting.register_from_payment(_paid(99, resource, owner, info, network, pay_to, minutes))
+        trusting.delist(listing_id(url("gone"), "GET"), OWNER)
+    finally:
+        trusting.close()
 
 
 def _paid(n: int, resource: str, owner: str, info: dict[str, Any], network: str, pay_to: str,

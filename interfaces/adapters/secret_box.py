@@ -19,6 +19,7 @@ from interfaces.config import Config, ConfigError
 
 ENV = "PAYWARDEN_SECRET_KEY"
 CONSOLE_CSRF = "the console's CSRF tokens"  # the purpose of the key the console's CSRF tokens are derived with
+SEARCH_CURSORS = "discovery search cursors"  # the purpose of the key the search's cursors are MAC'd with
 
 
 class SecretBox:

@@ -203,6 +203,14 @@ def _info(n: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+class LoadDomains:
+    """Every merchant of the load verified the loader's domain, so its listings are theirs to list (as yet
+    undeclared: served without title, tags or provider until confirmed; docs/discovery.md)."""
+
+    def list_verified_domains(self, merchant_id: str) -> tuple[str, ...]:
+        return (LOAD_DOMAIN,)
+
+
 class LoadResolver:
     """The loader's own hostnames are public; every other name is resolved for real."""
 
@@ -283,21 +291,24 @@ def _process_batch(projection: Any, share: list[Any]) -> None:
     recorded with the last tracking. An aggregate the batch changed is read from the batch, not the store."""
     from eventsourcing.application import ProcessingEvent
 
-    from domain.listing import listing_id
+    from domain.listing import claim_id, listing_id
     from projections.runner import record
 
     processing: ProcessingEvent[Any] = ProcessingEvent(tracking=share[-1][1])
-    stored = projection.get_listing
+    stored, stored_claim = projection.get_listing, projection.get_claim
 
     def get_listing(resource: str, method: str) -> Any:
         return processing.aggregates.get(listing_id(resource, method)) or stored(resource, method)
 
-    projection.get_listing = get_listing
+    def get_claim(resource: str) -> Any:
+        return processing.aggregates.get(claim_id(resource)) or stored_claim(resource)
+
+    projection.get_listing, projection.get_claim = get_listing, get_claim
     try:
         for event, _ in share:
             projection.policy(event, processing)
     finally:
-        del projection.get_listing
+        del projection.get_listing, projection.get_claim
     record(projection, processing)
 
 
@@ -423,7 +434,7 @@ def _loader_listings(container: Any, config: Any, resolver: Any) -> RecentReceiv
     received = RecentReceived(StoredPayments(container.payments))
     container.listings.close()
     container.listings = Listings(store_env(config, "listings"), payments=received, discovery=container.accounts,
-                                  resolver=resolver, production=config.discovery_public_only)
+                                  resolver=resolver, production=config.discovery_public_only, domains=LoadDomains())
     return received
 
 

@@ -3,8 +3,11 @@ on PostgreSQL with Redis; a row changed by hand is reported, and the live views 
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 
+from domain.clients import merchant_client_id
 from interfaces.cli.main import main
 from interfaces.runtime.workers import catch_up_all
 from tests.conftest import USDC, make_gateway
@@ -25,7 +28,8 @@ def workload(request, tmp_path, sandbox, monkeypatch):
         monkeypatch.setenv("PAYWARDEN_REDIS_URL", options["redis_url"])
     gateway = make_gateway(tmp_path, sandbox, resolver=FakeResolver(), **options)
     listed = gateway.body(amount=USDC // 50)
-    listed["paymentPayload"]["resource"] = {"url": "https://api.weather.example.com/forecast"}
+    # A sandbox merchant lists a loopback URL without verifying a domain (docs/discovery.md).
+    listed["paymentPayload"]["resource"] = {"url": "http://localhost:8080/forecast"}
     listed["paymentPayload"]["extensions"] = {"bazaar": {"info": INFO}}
     assert gateway.post("/verify", listed).status_code == 200
     assert gateway.post("/settle", gateway.body(amount=USDC // 20)).status_code == 200
@@ -36,7 +40,11 @@ def workload(request, tmp_path, sandbox, monkeypatch):
     gateway.container.merchants.set_rate_limit("acme", 500)
     gateway.container.merchants.register("globex")
     catch_up_all(gateway.container)
-    assert gateway.client.simulate_get("/discovery/resources").json["pagination"]["total"] == 1
+    owner = merchant_client_id(gateway.container.merchants.get_merchant("acme").id)
+    [(listing, _, proposal)] = gateway.container.catalog.list_owned(owner)
+    gateway.container.listings.confirm(UUID(listing), owner, proposal)  # the owner shows it (the console's button)
+    catch_up_all(gateway.container)
+    assert gateway.client.simulate_get("/discovery/resources").json["items"][0]["metadata"]["title"] == INFO["title"]
     yield gateway, request.param
     gateway.container.close()
 

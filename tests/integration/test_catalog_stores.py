@@ -10,6 +10,7 @@ from uuid import uuid4
 import pytest
 
 from application.listings import Listings, VerifiedPayment
+from application.ports import GatewayRoute
 from interfaces.adapters.redis import RedisQueryCache
 from interfaces.config import Config
 from interfaces.container import build_view, store_env
@@ -19,9 +20,21 @@ from projections.runner import catch_up
 NETWORKS = ["solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1", "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"]
 
 
+# What each URL's proxy route declares: `payment` sets it, so every listing here is declared by its merchant (as
+# one paid through the proxy is) and shows the title and tags each payment carries.
+ROUTES: dict[str, dict] = {}
+
+
 class Anything:
     def resolve(self, hostname: str) -> list[str]:
         return ["93.184.216.34"]
+
+    def list_verified_domains(self, merchant_id: str) -> tuple[str, ...]:
+        return ("example.com",)
+
+    def find_gateway_route(self, url: str, method: str) -> GatewayRoute | None:
+        info = ROUTES.get(url)
+        return GatewayRoute(owner="merchant:m1", resource=url, info=info) if info is not None else None
 
     def get_discovery_enabled(self, merchant_id: str) -> bool:
         return True
@@ -33,6 +46,7 @@ class Anything:
 def payment(path: str, title: str, tags: list[str], kind: str = "http", network: str = "solana:devnet",
             pay_to: str = "WALLET") -> VerifiedPayment:
     info = {"title": title, "tags": tags, "type": kind, "provider": {"name": "Acme", "contact": "ops@acme.test"}}
+    ROUTES[f"https://api.example.com/{path}"] = info
     return VerifiedPayment(uuid4(), "merchant:m1", {"bazaar": {"info": info}},
                            {"url": f"https://api.example.com/{path}"}, network, "MINT", 10_000, pay_to,
                            datetime.now(UTC))
@@ -53,7 +67,7 @@ class CrashingCatalogProjection(CatalogProjection):
 def test_listings_and_the_catalog_on_postgresql_apply_each_event_once(postgres_url, tmp_path):
     config = Config(database_url=postgres_url, data_dir=tmp_path)
     listings = Listings(store_env(config, "listings"), payments=Anything(), discovery=Anything(),
-                        resolver=Anything(), production=True)
+                        resolver=Anything(), production=True, gateways=Anything())
     view = build_view(config, "catalog", SqliteCatalogView)
     try:
         assert isinstance(view, PostgresCatalogView)
@@ -61,19 +75,19 @@ def test_listings_and_the_catalog_on_postgresql_apply_each_event_once(postgres_u
                  ("c", ["maps"], "websocket")]
         for step, (path, tags, kind) in enumerate(steps[:2]):
             listings.register_from_payment(payment(path, f"{path}{step}", tags, kind))
-        assert catch_up(listings, CatalogProjection(view)) == 2
+        assert catch_up(listings, CatalogProjection(view)) == 4  # each registration and its URL's claim
         for step, (path, tags, kind) in enumerate(steps[2:], start=2):
             listings.register_from_payment(payment(path, f"{path}{step}", tags, kind))
         with pytest.raises(Crash):
             catch_up(listings, CrashingCatalogProjection(view))
-        assert catch_up(listings, CatalogProjection(view)) == 2
+        assert catch_up(listings, CatalogProjection(view)) == 3
         assert catch_up(listings, CatalogProjection(view)) == 0
         page = list_resources(view, tags=("weather",), limit=1)
         assert page.total == 2 and len(page.items) == 1 and page.items[0]["metadata"]["title"] == "a2"
         assert list_resources(view, kind="websocket").items[0]["resource"] == "https://api.example.com/c"
         assert "ops@acme.test" not in str(list_resources(view).items)
         fresh = build_view(Config(data_dir=tmp_path / "audit"), "catalog", SqliteCatalogView)
-        assert rebuild(listings, fresh) == 4
+        assert rebuild(listings, fresh) == 7
         assert fresh.get_rows() == view.get_rows() and len(view.get_rows()) == 3
     finally:
         listings.close()
@@ -130,7 +144,7 @@ def test_every_filter_answers_the_same_pages_and_totals_as_counting_the_rows(cat
 
     rng = random.Random(16)
     listings = Listings(store_env(catalog_config, "listings"), payments=Anything(), discovery=Anything(),
-                        resolver=Anything(), production=True)
+                        resolver=Anything(), production=True, gateways=Anything())
     view = build_view(catalog_config, "catalog", SqliteCatalogView)
     vocabulary = ["weather", "maps", "ai", "news"]
     try:

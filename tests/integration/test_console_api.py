@@ -223,12 +223,16 @@ def test_discovery_is_read_and_turned_off(gateway, acme):
         str(gateway.container.merchants.get_merchant("acme").id)) is False
 
 
-def test_own_listings_are_listed_and_delisted_and_the_catalog_drops_them(gateway, acme, beta):
+def test_own_listings_are_listed_confirmed_and_delisted_and_the_catalog_follows(gateway, dns, acme, beta):
     from interfaces.runtime.workers import catch_up_all
     from projections.catalog import list_resources
     from tests.integration.test_discovery import INFO
 
     container = gateway.container
+    added = acme.request("POST", "/domains", json={"domain": "acme.test"}).json  # its listings' domain
+    dns.publish(added["dns"]["name"], added["dns"]["value"])
+    assert acme.request("POST", "/domains/acme.test/verify").status_code == 200
+    catch_up_all(container)
     body = gateway.body()
     body["paymentPayload"]["resource"] = {"url": "https://api.acme.test/weather", "mimeType": "application/json"}
     body["paymentPayload"]["extensions"] = {"bazaar": {"info": INFO}}
@@ -237,6 +241,17 @@ def test_own_listings_are_listed_and_delisted_and_the_catalog_drops_them(gateway
     catch_up_all(container, ["listings", "catalog"])
     [listing] = acme.request("GET", "/listings").json["listings"]
     assert listing["resource"] == "https://api.acme.test/weather"
+    # What the payment proposed is not shown until its owner confirms it.
+    assert "title" not in listing["metadata"] and listing["proposal"]["title"] == INFO["title"]
+    path = f"/listings/{listing['id']}/confirm"
+    assert beta.request("POST", path, json={"proposal": listing["proposal"]}).status_code == 404
+    stale = {**listing["proposal"], "title": "Not what a payment proposed"}
+    assert acme.request("POST", path, json={"proposal": stale}).status_code == 404
+    assert acme.request("POST", path, json={"proposal": listing["proposal"]}).status_code == 204
+    catch_up_all(container, ["listings", "catalog"])
+    [listing] = acme.request("GET", "/listings").json["listings"]
+    assert listing["metadata"]["title"] == INFO["title"] and listing["proposal"] is None
+    assert list_resources(container.catalog).items[0]["provider"]["name"] == INFO["provider"]["name"]
     assert beta.request("GET", "/listings").json == {"listings": []}
     assert beta.request("DELETE", f"/listings/{listing['id']}").status_code == 404
     assert acme.request("DELETE", f"/listings/{listing['id']}").status_code == 204

@@ -11,10 +11,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import pytest
 from falcon import testing
 
+from domain.clients import merchant_client_id
 from domain.listing import DiscoveryListing, listing_id
 from interfaces.adapters.memory import TtlCache
 from interfaces.cli.main import main as paywarden
@@ -62,9 +64,9 @@ class Discovery:
     clock: Clock
 
     def pay(self, url: str = URL, info: dict | None = None, *, anonymous: bool = False, bazaar: Any = None,
-            body: dict | None = None) -> testing.Result:
+            body: dict | None = None, headers: dict[str, str] | None = None) -> testing.Result:
         body = body or self.body(url, info, bazaar=bazaar)
-        return self.gateway.post("/verify", body, headers={} if anonymous else None)
+        return self.gateway.post("/verify", body, headers={} if anonymous else headers)
 
     def body(self, url: str = URL, info: dict | None = None, *, bazaar: Any = None) -> dict:
         body = self.gateway.body(amount=next(amounts))
@@ -73,8 +75,18 @@ class Discovery:
                                                 if bazaar is None else bazaar}
         return body
 
-    def project(self) -> int:
-        return catch_up_all(self.gateway.container)
+    def project(self, *, confirm: bool = True) -> int:
+        """Every follower caught up; then, unless `confirm` is False, the owner confirms (as in the console) each
+        proposal its listings show, and the followers catch up again."""
+        applied = catch_up_all(self.gateway.container)
+        if confirm:
+            container = self.gateway.container
+            owner = merchant_client_id(container.accounts.get_merchant_by_name("acme").merchant_id)
+            pending = [(UUID(i), p) for i, _, p in container.catalog.list_owned(owner) if p is not None]
+            for listing, proposal in pending:
+                container.listings.confirm(listing, owner, proposal)
+            applied += catch_up_all(container) if pending else 0
+        return applied
 
     def get(self, **params: Any) -> testing.Result:
         return self.gateway.client.simulate_get("/discovery/resources", params=params or None)
@@ -105,15 +117,34 @@ def with_clock(gateway: Gateway) -> Discovery:
     return Discovery(gateway, clock)
 
 
+def owning_example_com(tmp_path, sandbox, **config: Any) -> Gateway:
+    """A gateway whose merchant `acme` verified `example.com` (a TXT record on the test's DNS server), so that
+    its payments may list the `*.example.com` URLs here (docs/discovery.md, "Whose a listing is")."""
+    from tests.dnsserver import TxtServer
+
+    with TxtServer() as dns:
+        gateway = make_gateway(tmp_path, sandbox, dns_nameservers=(dns.nameserver,), **config)
+        wanted = gateway.container.merchants.add_domain("acme", "example.com")
+        dns.publish(wanted.dns_name, wanted.dns_value)
+        assert gateway.container.merchants.verify_domain("acme", "example.com") == "dns"
+    catch_up_all(gateway.container)
+    return gateway
+
+
 @pytest.fixture
-def discovery(gateway) -> Discovery:
-    return with_clock(gateway)
+def discovery(tmp_path, sandbox, store) -> Discovery:
+    options = dict(store)
+    if options.pop("chain", None) == "rpc":
+        pytest.skip("the discovery tests run on the in-process chain")
+    gateway = owning_example_com(tmp_path, sandbox, **options)
+    yield with_clock(gateway)
+    gateway.container.close()
 
 
 @pytest.fixture
 def public(tmp_path, sandbox) -> Discovery:
     """The production rules: public hosts only, hostnames resolved (by a fake DNS) as written."""
-    gateway = make_gateway(tmp_path, sandbox, resolver=FakeResolver(), discovery_public_only=True)
+    gateway = owning_example_com(tmp_path, sandbox, resolver=FakeResolver(), discovery_public_only=True)
     yield with_clock(gateway)
     gateway.container.close()
 
@@ -153,12 +184,53 @@ def test_a_verify_with_bazaar_from_a_registered_key_lists_title_tags_and_provide
 
 @STORES
 def test_the_same_from_the_anonymous_identity_is_listed_without_title_tags_or_provider(discovery):
-    assert discovery.pay(anonymous=True).json["isValid"] is True
+    # The anonymous identity owns no domain: in the sandbox it lists loopback URLs only.
+    assert discovery.pay("https://api.weather.example.com/anon", anonymous=True).json["isValid"] is True
+    local = "http://localhost:8080/forecast"
+    assert discovery.pay(local, anonymous=True).json["isValid"] is True
     discovery.project()
     [item] = discovery.catalog()["items"]
     assert "provider" not in item and item["metadata"] == {"description": "Seven-day forecast for a city."}
     assert item["accepts"][0]["outputSchema"]["input"]["queryParams"] == {"city": "string"}  # schemas are kept
-    assert discovery.listings.get_listing(URL, "GET").owner == "anonymous"
+    assert item["resource"] == local and discovery.listings.get_listing(local, "GET").owner == "anonymous"
+    assert discovery.listings.counts["skipped:not_owner"] == 1
+
+
+@STORES
+def test_a_payer_neither_lists_another_merchants_url_nor_rewrites_what_a_merchant_declared(discovery):
+    """The security review's attack: a payer's `extensions.bazaar` became a listing under the merchant with any
+    title and provider, even for another merchant's URL (red before the ownership rule)."""
+    from domain.networks import DEVNET, KeyEnv
+
+    container = discovery.gateway.container
+    container.merchants.register("globex")
+    container.merchants.enable_capability("globex", DEVNET.caip2)
+    globex_key, _ = container.merchants.create_key("globex", KeyEnv.TEST)
+    forged = {**INFO, "title": "Sandbox Official Payments Portal", "provider": {"name": "Sandbox Inc (verified)"}}
+    # A payer of globex names acme's URL first; a payer of acme names a URL on nobody's verified domain.
+    globex = discovery.pay(body=discovery.body(URL, forged), headers={"Authorization": f"Bearer {globex_key}"})
+    assert globex.status_code == 200 and globex.json["isValid"] is True
+    assert discovery.pay("https://victim-shop.example.net/api", forged).json["isValid"] is True
+    discovery.project(confirm=False)
+    assert discovery.catalog()["items"] == [] and discovery.listings.counts["skipped:not_owner"] == 2
+    # Acme's own payment lists its URL; what the payer wrote is not shown until acme confirms it...
+    discovery.pay(URL, INFO)
+    discovery.project(confirm=False)
+    [item] = discovery.catalog()["items"]
+    assert "title" not in item["metadata"] and "provider" not in item
+    discovery.project()  # ...which it does (the console's "Show this in the catalog")
+    [item] = discovery.catalog()["items"]
+    assert item["metadata"]["title"] == "Weather" and item["provider"]["name"] == "Acme Weather"
+    # A later payer's forged words are recorded as a proposal and change nothing shown.
+    discovery.pay(URL, forged)
+    discovery.project(confirm=False)
+    [item] = discovery.catalog()["items"]
+    assert item["metadata"]["title"] == "Weather" and item["provider"]["name"] == "Acme Weather"
+    assert "Sandbox" not in str(discovery.catalog(tags="weather"))
+    # Globex's payments for acme's URL stay refused now that it is listed.
+    discovery.pay(body=discovery.body(URL, forged), headers={"Authorization": f"Bearer {globex_key}"})
+    discovery.project(confirm=False)
+    assert discovery.listings.counts["skipped:not_owner"] == 3
 
 
 @STORES
@@ -198,7 +270,8 @@ def test_a_merchant_who_disables_discovery_has_a_listing_that_stops_changing(dis
     [item] = discovery.catalog()["items"]
     assert item["metadata"]["title"] == "Back on"
     history = discovery.listings.repository.event_store.get(listing_id(URL, "GET"))
-    assert [type(e).__name__ for e in history] == ["Registered", "Disabled", "Enabled", "MetadataUpdated"]
+    assert [type(e).__name__ for e in history] == ["Registered", "Confirmed", "Disabled", "Enabled",
+                                                   "MetadataUpdated", "Confirmed"]
 
 
 @STORES
@@ -391,16 +464,20 @@ def busy_history(discovery: Discovery) -> None:
     for round_ in range(3):
         for path in ("a", "b", "c", "d"):
             info = {**INFO, "title": f"{path} v{round_}", "tags": [path, f"v{round_}"]}
-            discovery.pay(f"https://api.example.com/{path}", info, anonymous=path == "d")
+            discovery.pay(resource(path), info, anonymous=path == "d")
     body = discovery.body("https://api.example.com/rejected")
     body["paymentRequirements"]["payTo"] = str(discovery.gateway.payer.pubkey())
     assert discovery.pay(body=body).status_code == 400
 
 
+def resource(path: str) -> str:
+    """The URL of resource `path` of the busy history: the anonymous identity's `d` on a loopback host."""
+    return "http://localhost:8080/d" if path == "d" else f"https://api.example.com/{path}"
+
+
 def listing_events(discovery: Discovery) -> list[str]:
     return [type(e).__name__ for path in "abcd"
-            for e in discovery.listings.repository.event_store.get(listing_id(f"https://api.example.com/{path}",
-                                                                              "GET"))]
+            for e in discovery.listings.repository.event_store.get(listing_id(resource(path), "GET"))]
 
 
 @STORES
@@ -411,7 +488,7 @@ def test_followers_killed_midway_and_restarted_apply_every_event_exactly_once(di
     container = discovery.gateway.container
     # The listings follower dies in its 6th payment; a new one (a restarted worker) resumes from its tracking.
     doomed = Listings(container.listings.env, payments=CrashingPayments(StoredPayments(container.payments), 5),
-                      discovery=container.accounts, resolver=FakeResolver())
+                      discovery=container.accounts, resolver=FakeResolver(), domains=container.accounts, sandbox=True)
     with pytest.raises(Crash):
         catch_up(container.payments, doomed)
     doomed.close()
@@ -425,8 +502,10 @@ def test_followers_killed_midway_and_restarted_apply_every_event_exactly_once(di
             catch_up(container.listings, CrashingCatalogProjection(container.catalog, after))
     catch_up(container.listings, CatalogProjection(container.catalog))
     # Row count and content equal a catalog rebuilt from scratch out of the event store.
+    assert {item["metadata"].get("title") for item in list_resources(container.catalog).items} == {None}
+    discovery.project()  # the owner confirms what its payments proposed: the catalog shows it
     fresh = build_view(container.config.__class__(data_dir=tmp_path / "audit"), "catalog", SqliteCatalogView)
-    assert rebuild(container.listings, fresh) == 12
+    assert rebuild(container.listings, fresh) == 12 + 4 + 3  # listing events, claims, confirmations
     assert container.catalog.get_rows() == fresh.get_rows() and len(fresh.get_rows()) == 4
     assert {item["metadata"].get("title") for item in list_resources(fresh).items} == {"a v2", "b v2", "c v2", None}
     with pytest.raises(ValueError):
@@ -464,10 +543,41 @@ def test_a_killed_projection_worker_process_resumes_exactly_once(discovery, tmp_
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=10)
+    discovery.project()  # the owner confirms what its payments proposed
     fresh = build_view(container.config.__class__(data_dir=tmp_path / "audit"), "catalog", SqliteCatalogView)
-    assert rebuild(container.listings, fresh) == 9
+    assert rebuild(container.listings, fresh) == 9 + 4 + 4  # listing events, claims, confirmations
     assert container.catalog.get_rows() == fresh.get_rows()
     assert sorted(r[6]["metadata"]["title"] for r in fresh.get_rows()) == ["a third", "b second", "c second",
                                                                             "d third"]
     assert sum(type(e) is DiscoveryListing.Registered for e in container.listings.repository.event_store.get(
         listing_id("https://api.example.com/a", "GET"))) == 1
+
+
+@STORES
+def test_the_owner_confirms_a_proposal_on_the_discovery_page_and_the_catalog_shows_it_at_once(discovery):
+    import html
+    import re
+    from urllib.parse import urlencode
+
+    from tests.integration.console_helpers import add_owner, console_client
+    from tests.integration.test_console_pages import log_in
+
+    container = discovery.gateway.container
+    discovery.pay(URL, INFO)
+    discovery.project(confirm=False)
+    add_owner(container, "acme", "owner@acme.test")
+    client = console_client(container)
+    cookie, csrf = log_in(client, "owner@acme.test")
+    cookies = {"pw_console_session": cookie}
+    page = client.simulate_get("/discovery", cookies=cookies).text
+    action, proposal = re.search(r'<form method="post" action="(/listings/[^/]+/confirm)">.*?name="proposal" '
+                                 r'value="([^"]+)"', page, re.S).groups()
+    assert "Acme Weather" in page and "Show this in the catalog" in page
+    form = {"csrf_token": csrf, "proposal": html.unescape(proposal)}
+    answer = client.simulate_post(action, body=urlencode(form), cookies=cookies,
+                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert answer.status_code == 303 and answer.headers["location"].endswith("/discovery?done=confirmed")
+    page = client.simulate_get("/discovery", params={"done": "confirmed"}, cookies=cookies).text
+    assert "Show this in the catalog" not in page and "The catalog shows what you confirmed." in page
+    [item] = discovery.catalog()["items"]  # no follower run: the confirmation is applied with its command
+    assert item["metadata"]["title"] == "Weather" and item["provider"]["name"] == "Acme Weather"

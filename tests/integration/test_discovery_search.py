@@ -194,7 +194,8 @@ def test_the_search_answers_the_sdks_shape_and_pages_with_an_opaque_cursor(api):
     # A cursor belongs to its query and filters.
     other = client.simulate_get("/discovery/search", params={"query": "weather",
                                                              "cursor": body["pagination"]["cursor"]})
-    assert other.status_code == 400 and other.json["message"].startswith("cursor: not a cursor of this search")
+    assert other.status_code == 400 and other.json == {
+        "error": "invalid_cursor", "message": "cursor: not a cursor of this search (send the same query and filters)"}
     assert client.simulate_get("/discovery/search", params={"query": "example", "network": DEVNET.caip2,
                                                             "cursor": body["pagination"]["cursor"]}).status_code == 400
     assert client.simulate_get("/discovery/search", params={"query": "example",
@@ -244,12 +245,12 @@ def test_the_list_filters_over_http_and_each_answer_is_cached_60_seconds(api):
     assert listed(network=DEVNET.caip2, tags="weather") == ["forecast", "headlines"]
     searched = client.simulate_get("/discovery/search", params={"query": "translated text"}).json
     assert names(searched["resources"]) == ["translate"]
-    # The translation's owner pays again with new words: both answers are the cached ones for 60 s, then new.
-    from tests.discovery_listings import OWNER, _paid
+    # The translation's owner is paid again with new words, and confirms them: both answers are the cached ones
+    # for 60 s, then new.
+    from tests.discovery_listings import pay_again
 
-    resource, _, info, network, pay_to, _ = LISTINGS["translate"]
-    gateway.container.listings.register_from_payment(_paid(
-        50, resource, OWNER, {**info, "description": "Interprets speech."}, network, pay_to, 60))
+    info = LISTINGS["translate"][2]
+    pay_again(gateway.container.listings, 50, "translate", {**info, "description": "Interprets speech."}, 60)
     catch_up(gateway.container.listings, CatalogProjection(gateway.container.catalog))
     assert names(client.simulate_get("/discovery/search", params={"query": "translated text"}).json[
         "resources"]) == ["translate"]
@@ -277,7 +278,7 @@ def test_the_consoles_discovery_page_searches_the_catalog_and_pages_its_results(
         return answer.text
 
     def shown(text: str) -> list[str]:
-        return [NAMES[u] for u in re.findall(r'<td class="mono">GET (https://[^<]+)</td>', text)]
+        return [NAMES[u] for u in re.findall(r'<td class="mono">GET (https?://[^<]+)</td>', text)]
 
     blank = page()
     assert '<input type="search" id="query" name="query" value=""' in blank and "search-results" not in blank
@@ -297,4 +298,6 @@ def test_the_consoles_discovery_page_searches_the_catalog_and_pages_its_results(
     assert "Nothing in the catalog matches “xyzzy nonsense”" in page(query="xyzzy nonsense")
     refused = page(query="-- !!")
     assert 'aria-invalid="true"' in refused and "empty: give at least one word" in refused
-    assert "belongs to another search" in page(query="weather", cursor="bm90IGEgY3Vyc29y")
+    refused = client.simulate_get("/discovery", params={"query": "weather", "cursor": "bm90IGEgY3Vyc29y"},
+                                  cookies={"pw_console_session": cookie})
+    assert refused.status_code == 400 and "invalid_cursor: cursor: not a cursor" in refused.text

@@ -26,7 +26,7 @@ from domain.listing import DiscoveryListing
 from domain.networks import DEVNET
 from interfaces.http.common.body import MAX_BODY_BYTES, MAX_JSON_DEPTH
 from interfaces.runtime.metrics_registry import METHODS
-from tests.conftest import Gateway, make_gateway
+from tests.conftest import Gateway
 from tests.faults import free_port, wait_until
 from tests.integration.test_discovery import INFO, Discovery, with_clock
 
@@ -36,7 +36,9 @@ JSON = {"Content-Type": "application/json"}
 
 @pytest.fixture
 def edge(tmp_path, sandbox) -> Gateway:
-    gateway = make_gateway(tmp_path, sandbox)
+    from tests.integration.test_discovery import owning_example_com
+
+    gateway = owning_example_com(tmp_path, sandbox)  # its listings' URLs are on example.com
     yield gateway
     gateway.container.close()
 

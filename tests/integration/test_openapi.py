@@ -42,8 +42,10 @@ class PublicDns:
 @pytest.fixture
 def contract_gateway(tmp_path: Path, sandbox: Any) -> Iterator[Gateway]:
     """A gateway whose limits the fuzzer never reaches, with one listing in its catalog."""
-    gateway = make_gateway(tmp_path, sandbox, resolver=PublicDns(), rate_limit_per_key="100000/minute",
-                           rate_limit_per_ip="100000/minute")
+    from tests.integration.test_discovery import owning_example_com
+
+    gateway = owning_example_com(tmp_path, sandbox, resolver=PublicDns(), rate_limit_per_key="100000/minute",
+                                 rate_limit_per_ip="100000/minute")  # its listing's URL is on example.com
     body = gateway.body()
     body["paymentPayload"]["resource"] = {"url": LISTED, "description": "Forecast", "mimeType": "application/json"}
     body["paymentPayload"]["extensions"] = {"bazaar": {"info": {

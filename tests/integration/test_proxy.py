@@ -348,8 +348,13 @@ def test_bazaar_metadata_of_a_route_is_offered_and_listed_with_the_gateway_url(s
 
     container = stack.gateway.container
     catch_up_all(container)
-    listing = container.listings.get_listing(stack.url("/weather/today"), "GET")
+    # One listing per route: the route's template, declared by the route's own settings (docs/discovery.md).
+    assert container.listings.get_listing(stack.url("/weather/today"), "GET") is None
+    listing = container.listings.get_listing(stack.url("/weather/:var1"), "GET")
     assert listing is not None and listing.owner.startswith("merchant:")
+    assert listing.declared["title"] == "Weather" and listing.declared["path_params"] == ["var1"]
+    [item] = [i for i in container.catalog.list_owned(listing.owner) if i[1]["resource"] == listing.resource]
+    assert item[1]["metadata"]["title"] == "Weather" and item[2] is None  # shown, nothing left to confirm
 
 
 

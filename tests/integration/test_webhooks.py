@@ -329,11 +329,11 @@ def test_a_listing_registered_for_the_merchant_is_heard(gateway, receiver):
     info = {"title": "Weather", "tags": ["weather"], "type": "http"}
     gateway.container.listings.register_from_payment(VerifiedPayment(
         uuid4(), f"merchant:{merchant_id('acme')}", {"bazaar": {"info": info}},
-        {"url": "https://api.acme.com/weather"}, "solana:devnet", "MINT", 10_000, "WALLET", datetime.now(UTC)))
+        {"url": "http://localhost:8080/weather"}, "solana:devnet", "MINT", 10_000, "WALLET", datetime.now(UTC)))
     run_until(worker(gateway, receiver), lambda: len(receiver.deliveries) >= 1)
     [delivery] = receiver.deliveries
     assert delivery.payload["type"] == "listing.registered"
-    assert delivery.payload["data"]["resource"] == "https://api.acme.com/weather"
+    assert delivery.payload["data"]["resource"] == "http://localhost:8080/weather"  # the sandbox lists loopback URLs
     assert delivery.payload["data"]["method"] == "GET" and delivery.verified_with == receiver.secrets
 
 

@@ -250,7 +250,8 @@ class DiscoveryResource(Resource):
 def own_listings(c: Collaborators, merchant_id: str) -> list[dict[str, Any]]:
     if c.catalog is None:
         return []
-    return [{"id": listing_id, **item} for listing_id, item in c.catalog.list_owned(merchant_client_id(merchant_id))]
+    return [{"id": listing_id, **item, "proposal": proposal}
+            for listing_id, item, proposal in c.catalog.list_owned(merchant_client_id(merchant_id))]
 
 
 def delist(c: Collaborators, merchant_id: str, listing: str) -> None:

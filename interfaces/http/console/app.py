@@ -8,7 +8,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 import falcon
 
-from interfaces.http.console import api, errors, pages, payments, service_pages, services, webhooks
+from interfaces.http.console import api, errors, listing_pages, pages, payments, service_pages, services, webhooks
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import SessionMiddleware
 
@@ -37,6 +37,7 @@ def create_app(c: Collaborators) -> falcon.App:
     webhooks.add_routes(app, c, pages.templates())
     service_pages.add_routes(app, c)
     payments.add_routes(app, c, pages.templates())
+    listing_pages.add_routes(app, c)
     errors.register(app)
     return app
 

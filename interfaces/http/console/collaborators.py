@@ -38,6 +38,7 @@ class Collaborators:
     payment_list: PaymentListView  # the overview, the payments pages and API
     catalog: CatalogView | None = None
     listings: Listings | None = None
+    cursor_key: bytes = b""  # the Discovery page's search cursors (the API's key: interfaces/wiring.py)
     console_url: str = ""
     secure_cookies: bool = True
     sandbox: bool = False  # devnet is the sandbox's localnet: no public explorer links for it

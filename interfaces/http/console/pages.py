@@ -21,7 +21,7 @@ from interfaces.http.console.api import BadCredentials, Login, delist, own_listi
 from interfaces.http.console.collaborators import Collaborators, mount
 from interfaces.http.console.security import Throttled
 from projections.catalog import search_resources
-from projections.catalog_search import Key, fingerprint, query_problem
+from projections.catalog_search import CursorError, Key, fingerprint, query_problem
 from projections.key_use import with_last_use
 
 STATIC = Path(__file__).parent / "static"
@@ -67,6 +67,7 @@ NOTICES = {
     "removed": "Domain removed.",
     "discovery": "Discovery setting saved.",
     "delisted": "The listing is removed from the catalog.",
+    "confirmed": "The catalog shows what you confirmed.",
 }
 
 
@@ -329,6 +330,10 @@ class DomainActionPage(Page):
 class DiscoveryPage(ContextPage):
     route, template, title, active = "/discovery", "discovery.html", "Discovery", "/discovery"
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        context = self.context(req)
+        self.render(req, resp, context.pop("status", falcon.HTTP_200), notice=self.notice(req), **context)
+
     def context(self, req: falcon.Request) -> dict[str, Any]:
         merchant_id = req.context.session.merchant_id
         merchant = self._c.accounts.get_merchant(merchant_id)
@@ -344,12 +349,14 @@ class DiscoveryPage(ContextPage):
         if problem:
             return {"query": query, "search_error": problem}
         searched = fingerprint(query, "console")
+        cursor = req.get_param("cursor")
         try:
-            after = Key.from_token(req.get_param("cursor") or "", searched) if req.get_param("cursor") else None
-        except ValueError:
-            return {"query": query, "search_error": "that page of results belongs to another search"}
+            after = Key.from_token(cursor, searched, self._c.cursor_key) if cursor is not None else None
+        except CursorError as bad:  # the API's rule and code, shown beside the field with the same 400
+            return {"query": query, "search_error": f"invalid_cursor: cursor: {bad}", "status": falcon.HTTP_400}
         page = search_resources(self._c.catalog, query, limit=SEARCH_PAGE, after=after)
-        return {"query": query, "results": page.items, "next": page.cursor.token(searched) if page.cursor else None}
+        return {"query": query, "results": page.items,
+                "next": page.cursor.token(searched, self._c.cursor_key) if page.cursor else None}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         enabled = form_of(req).get("enabled")

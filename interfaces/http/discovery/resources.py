@@ -14,7 +14,7 @@ import falcon
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
 from application.ports import DISCOVERY_TTL_SECONDS, QueryCache
-from domain.discovery import TYPES
+from domain.discovery import TAG, TYPES
 from domain.networks import X402_VERSION
 from interfaces.http.common.errors import WireError
 from projections.catalog import CatalogView, list_resources
@@ -23,15 +23,16 @@ MAX_FILTER_TAGS = 10
 
 
 class Tags(fields.Field[tuple[str, ...]]):
-    """Comma-separated tags (at most 600 characters), lowercased; empty items ignored."""
+    """Comma-separated tags (at most 600 characters), trimmed and lowercased, empty items ignored; each one a tag
+    could be (`domain.discovery.TAG`), so nothing a store cannot hold (a NUL) reaches its query."""
 
     _text = fields.String(validate=validate.Length(max=600))
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> tuple[str, ...]:
         text = self._text.deserialize(value, attr, data, **kwargs)
         tags = tuple(dict.fromkeys(t.strip().lower() for t in text.split(",") if t.strip()))
-        if len(tags) > MAX_FILTER_TAGS or any(len(t) > 50 for t in tags):
-            raise ValidationError(f"at most {MAX_FILTER_TAGS} tags of at most 50 characters")
+        if len(tags) > MAX_FILTER_TAGS or not all(TAG.fullmatch(t) for t in tags):
+            raise ValidationError(f"at most {MAX_FILTER_TAGS} tags, each 1-50 of a-z 0-9 space . _ + -")
         return tags
 
 
@@ -122,13 +123,17 @@ class CachedDiscoveryQuery:
         self._catalog, self._cache = catalog, cache
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        query = load_query(self.schema, req.params)
+        query = self.prepare(load_query(self.schema, req.params))
         body = self._cache.get(query["key"])
         if body is None:
             body = self.answer(query)
             self._cache.put(query["key"], body)
         resp.media = body
         resp.set_header("Cache-Control", f"public, max-age={DISCOVERY_TTL_SECONDS}")
+
+    def prepare(self, query: dict[str, Any]) -> dict[str, Any]:
+        """The loaded query completed with what needs more than the schema (a search's cursor), before the cache."""
+        return query
 
     def answer(self, query: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

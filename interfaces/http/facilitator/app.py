@@ -49,6 +49,7 @@ class Collaborators:
     payment_list: PaymentListView  # GET /v1/payments/{id}
     catalog: CatalogView  # discovery
     discovery_cache: QueryCache
+    cursor_key: bytes  # MACs the search's cursors (derived from PAYWARDEN_SECRET_KEY: every host the same)
     probes: Probes  # /readyz and /metrics
     webhooks_view: WebhooksView  # the webhook outbox's figures in /metrics
     served: Sequence[str]  # the networks this deployment serves (CAIP-2)
@@ -79,7 +80,7 @@ def create_app(c: Collaborators) -> falcon.App:
         app.add_route(f"{prefix}/supported", supported)
     app.add_route("/v1/payments/{payment_id}", PaymentResource(c.payment_list))
     app.add_route("/discovery/resources", DiscoveryResourcesResource(c.catalog, c.discovery_cache))
-    app.add_route("/discovery/search", DiscoverySearchResource(c.catalog, c.discovery_cache))
+    app.add_route("/discovery/search", DiscoverySearchResource(c.catalog, c.discovery_cache, c.cursor_key))
     # operability: no auth, no rate limit
     app.add_route("/healthz", HealthzResource())
     app.add_route("/readyz", ReadyzResource(c.probes))
