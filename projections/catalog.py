@@ -511,7 +511,8 @@ def timestamp(moment: datetime) -> str:
 
 def item(resource: str, owner: str, details: ListingDetails, offers: list[dict[str, Any]],
          verified_at: datetime) -> dict[str, Any]:
-    """The served item; title, tags and provider only for a listing a registered account owns (SPEC.md)."""
+    """The served item; title, tags and provider only for a listing a registered account owns
+    (docs/architecture.md#the-interface-contract)."""
     registered = owner != ANONYMOUS_ID
     served: dict[str, Any] = {
         "resource": resource, "type": details.type, "method": details.method, "x402Version": X402_VERSION,

@@ -1,7 +1,7 @@
 """`paywarden bench-http-floor`: what the HTTP server alone costs per request, Paywarden's beside the reference's.
 
 One trivial application (a fixed `GET /supported`-sized JSON answer, no framework, no store, no key) is served by
-Paywarden's serving as DESIGN.md fixes it (gunicorn with a gevent worker, `interfaces.runtime.gunicorn_conf`: its
+Paywarden's serving (docs/architecture.md: gunicorn with a gevent worker, `interfaces.runtime.gunicorn_conf`: its
 turn after each answer, its logger) and by the reference facilitator's (uvicorn with uvloop and httptools, no access
 log), and, when it is installed (it is no dependency of Paywarden's), by granian (a server whose HTTP is Rust, one
 worker, the WSGI application on one Python thread). Each gets the same load (`interfaces.cli.bench.drive`: 32
