@@ -11,7 +11,6 @@ from urllib.parse import urlsplit
 
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
-from redis import Redis
 
 from application.books import Books
 from application.listings import BatchFirst, Listings, StoredPayments
@@ -31,13 +30,11 @@ from interfaces.adapters.accounts_cache import (
     TrackingPosition,
 )
 from interfaces.adapters.chain.instrumented import instrument_chains
-from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
 from interfaces.adapters.key_usage import KeyUsage
 from interfaces.adapters.memory import InProcessLocks, TtlCache
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.postgres import is_postgres, postgres_env
-from interfaces.adapters.redis import RedisLocks, RedisQueryCache, RedisResultCache, redis_client
 from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.secret_box import build_secret_box
 from interfaces.adapters.secrets import BoxedSecrets
@@ -62,7 +59,9 @@ from projections.sql import SqlView
 from projections.webhook_outbox import WebhookEndpointsProjection
 from projections.webhooks import SqliteWebhooksView, WebhooksView
 
-if TYPE_CHECKING:  # LiteSVM is imported only in sandbox mode
+if TYPE_CHECKING:  # LiteSVM only in sandbox mode; solana-py, redis only when configured (a CLI command starts fast)
+    from redis import Redis
+
     from interfaces.sandbox.chain import Sandbox
 
 V = TypeVar("V", bound=SqlView)
@@ -141,6 +140,8 @@ class Chains:
 
 def build_chains(config: Config, sandbox: Sandbox | None = None) -> tuple[Chains, Sandbox | None]:
     chains = Chains()
+    if config.devnet_rpc_url or config.mainnet_rpc_url:
+        from interfaces.adapters.chain.rpc import RpcChain
     if config.devnet_rpc_url:
         chains.by_network[DEVNET.caip2] = RpcChain(config.devnet_rpc_url)
     elif config.sandbox:
@@ -245,6 +246,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
                         lock_margin_seconds=config.lock_margin_seconds)
     redis = locks = result_cache = None
     if config.redis_url:
+        from interfaces.adapters.redis import RedisLocks, RedisResultCache, redis_client
+
         redis = redis_client(config.redis_url)
         locks = RedisLocks(redis)
         cache = cache or RedisResultCache(redis)
@@ -271,7 +274,11 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
                         discovery=accounts, resolver=resolver or GetaddrinfoResolver(),
                         production=config.discovery_public_only)
     catalog = build_view(config, "catalog", SqliteCatalogView)
-    discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
+    discovery_cache: QueryCache = TtlCache()
+    if redis is not None:
+        from interfaces.adapters.redis import RedisQueryCache
+
+        discovery_cache = RedisQueryCache(redis)
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
     key_uses = build_view(config, KEY_USE_STORE, SqliteKeyUseView)
