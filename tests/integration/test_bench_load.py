@@ -38,10 +38,10 @@ def test_a_loaded_store_replays_into_the_same_read_models(store_env, capsys):
     assert summary["projected"]["audit_log"] >= summary["payment_events"] + 12 + summary["projected"]["catalog"]
 
     assert main(["audit", "rebuild", "--check"]) == 0
-    err = capsys.readouterr().err
+    out = capsys.readouterr().out
     for name in ("accounts", "catalog", "payment_list", "result_cache"):
-        assert f"{name}: " in err
-    assert err.count("; equal") >= 5 and "differ" not in err
+        assert f"{name}: " in out
+    assert out.count("; equal") >= 5 and "differ" not in out
 
     container = build(load_config())
     try:
