@@ -7,6 +7,10 @@ before the clock starts, so the figures measure the server, not the client's sig
 HTTP/1.1 connection open. The report gives throughput, p50/p95/p99 latency and the count of each answer
 (`200 valid`, `400 simulation_failed`, `429 rate_limited`, `error ConnectionResetError`, ...): nothing is hidden,
 and the exit status is 1 when any answer was not the expected success.
+
+With `--up FILE` and no `--api-key`, the payments are made by a merchant of the benchmark's own, `bench` (made on
+first use in the sandbox's store, devnet enabled, a limit of 1,000,000 requests a minute, its test key kept in the
+data directory as `bench-api-key`), and the command says so: the load never lands in the sandbox merchant's books.
 """
 
 from __future__ import annotations
@@ -50,8 +54,9 @@ def _at_least(minimum: int):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--up", type=Path, metavar="FILE",
-                   help="the JSON line `paywarden up --json` printed, saved in FILE: gives --base-url, --api-key, "
-                        "--rpc-url and --payer-keypair (each option still overrides it)")
+                   help="the JSON line `paywarden up --json` printed, saved in FILE: gives --base-url, --rpc-url "
+                        "and --payer-keypair (each option still overrides it), and pays as the merchant "
+                        f"`{BENCH_MERCHANT}`, made on first use, unless --api-key is given")
     p.add_argument("--base-url", help="the Paywarden API, e.g. http://127.0.0.1:8402")
     p.add_argument("--api-key", help="a merchant key (raise its limit first: paywarden merchant set-rate-limit)")
     p.add_argument("--rpc-url", help="the chain's JSON-RPC endpoint (the localnet, for its faucet)")
@@ -299,6 +304,48 @@ class _Null:
         pass
 
 
+BENCH_MERCHANT = "bench"
+BENCH_PER_MINUTE = 1_000_000
+
+
+def bench_merchant_key(info: dict[str, Any]) -> str:
+    """The test key of the merchant `bench` in the store of the `paywarden up` that `info` (its JSON line)
+    describes: the merchant, its devnet capability, its limit and its key are made on first use, the key kept in
+    the data directory (`bench-api-key`)."""
+    import os
+
+    from application.merchants import MerchantExistsError
+    from domain.merchant import key_hash
+    from domain.networks import DEVNET, KeyEnv
+    from interfaces.cli import context
+
+    if info.get("data_dir"):
+        os.environ["PAYWARDEN_DATA_DIR"] = info["data_dir"]
+    if info.get("database_url"):
+        os.environ["PAYWARDEN_DATABASE_URL"] = info["database_url"]
+    c = context.container()
+    try:
+        try:
+            c.merchants.register(BENCH_MERCHANT)
+            c.merchants.enable_capability(BENCH_MERCHANT, DEVNET.caip2)
+            c.merchants.set_rate_limit(BENCH_MERCHANT, BENCH_PER_MINUTE)
+        except MerchantExistsError:
+            pass
+        key_file = c.config.data_dir / "bench-api-key"
+        if key_file.is_file():
+            api_key = key_file.read_text().strip()
+            record = c.accounts.get_key(key_hash(api_key))
+            if record is not None and not record.revoked:
+                return api_key
+        api_key, _ = c.merchants.create_key(BENCH_MERCHANT, KeyEnv.TEST, label="paywarden bench")
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(api_key + "\n")
+        return api_key
+    finally:
+        c.close()
+
+
 class BenchError(Exception):
     """The benchmark cannot start: one line saying why (an unreachable URL, a missing option)."""
 
@@ -311,7 +358,10 @@ def _from_up(args: argparse.Namespace) -> None:
         except (OSError, ValueError) as bad:
             raise BenchError(f"--up {args.up}: not the JSON line of `paywarden up --json` ({bad})") from None
         args.base_url = args.base_url or info.get("base_url")
-        args.api_key = args.api_key or info.get("api_key")
+        if not args.api_key:
+            args.api_key = bench_merchant_key(info)
+            print(f"paywarden bench: paying as the merchant `{BENCH_MERCHANT}` (its own books and rate limit; the "
+                  f"sandbox merchant's books are untouched; --api-key to pay as another)", file=sys.stderr)
         args.rpc_url = args.rpc_url or info.get("rpc_url")
         if args.payer_keypair is None and info.get("payer_keypair_path"):
             args.payer_keypair = Path(info["payer_keypair_path"])

@@ -159,7 +159,8 @@ def _run(config: Config, args: argparse.Namespace, servers: list[Any], children:
     }
     if args.demo:
         info["demo_url"] = _demo(args, base_url, api_key, pay_to, servers) + "/weather"
-        info["demo_proxy_url"] = _demo_proxy(config, args, proxy_url, pay_to, servers, children[0])
+        info["demo_proxy_url"], info["demo_backend_url"] = _demo_proxy(config, args, proxy_url, pay_to, servers,
+                                                                       children[0])
     record_running_stack(config, {"base_url": base_url, "proxy_url": proxy_url,
                                   "console_url": f"http://{args.host}:{args.console_port}",
                                   "rpc_url": rpc_url})  # the CLI beside us prints what we serve
@@ -264,9 +265,9 @@ def _demo(args: argparse.Namespace, base_url: str, api_key: str, pay_to: str, se
 
 
 def _demo_proxy(config: Config, args: argparse.Namespace, proxy_url: str, pay_to: str, servers: list[Any],
-                child: subprocess.Popen) -> str:
+                child: subprocess.Popen) -> tuple[str, str]:
     """The plain demo backend, registered as the sandbox merchant's proxied service with a priced GET /weather;
-    the paid gateway URL of that route (made once: a rerun finds the same service)."""
+    the paid gateway URL of that route (made once: a rerun finds the same service), and the backend's own URL."""
     from wsgiref.simple_server import make_server
 
     from domain.proxy_service import ProxyServiceConflictError
@@ -298,7 +299,7 @@ def _demo_proxy(config: Config, args: argparse.Namespace, proxy_url: str, pay_to
         container.close()
     url = f"{proxy_url}/{slug}/weather"
     _wait_answer(url, 402, child, f"the proxy on {proxy_url}")
-    return url
+    return url, f"http://{args.host}:{httpd.server_port}"
 
 
 def _announce(info: dict[str, Any], as_json: bool) -> None:
