@@ -138,13 +138,16 @@ class Chains:
         return self.by_network.get(caip2)
 
 
-def build_chains(config: Config, sandbox: Sandbox | None = None) -> tuple[Chains, Sandbox | None]:
+def build_chains(config: Config, sandbox: Sandbox | None = None, *,
+                 local_chain: bool = True) -> tuple[Chains, Sandbox | None]:
+    """`local_chain=False`: no in-process sandbox chain (LiteSVM) even where the configuration would have one; a
+    command that verifies nothing (the CLI's) does not pay for building and funding it."""
     chains = Chains()
     if config.devnet_rpc_url or config.mainnet_rpc_url:
         from interfaces.adapters.chain.rpc import RpcChain
     if config.devnet_rpc_url:
         chains.by_network[DEVNET.caip2] = RpcChain(config.devnet_rpc_url)
-    elif config.sandbox:
+    elif config.sandbox and local_chain:
         from interfaces.adapters.chain.litesvm import LiteSvmChain
         from interfaces.sandbox.chain import Sandbox
 
@@ -234,8 +237,10 @@ class Container:
 
 
 def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache | None = None,
-          resolver: Resolver | None = None) -> Container:
-    chains, sandbox = build_chains(config, sandbox)
+          resolver: Resolver | None = None, local_chain: bool = True) -> Container:
+    """`local_chain=False` (the CLI's commands): Payments has no in-process sandbox chain to verify on; the sandbox's
+    devnet is served all the same (merchants get its capability)."""
+    chains, sandbox = build_chains(config, sandbox, local_chain=local_chain)
     if not is_postgres(config.database_url):  # the payments store is durable before any broadcast
         durable_sends(chains, Path(store_env(config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
     instrument_chains(chains)  # chain RPC latency and errors in /metrics
@@ -263,7 +268,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
     merchant_records = MerchantRecords(store_env(config, "merchants"))
     proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchant_records,
                             secrets=build_secrets(config), sandbox=config.sandbox, own_ports=config.own_ports)
-    merchants = build_merchants(config, served=frozenset(chains.by_network), usage=proxies)
+    served = frozenset(chains.by_network) | (frozenset({DEVNET.caip2}) if config.sandbox else frozenset())
+    merchants = build_merchants(config, served=served, usage=proxies)
     accounts = build_view(config, "accounts", SqliteAccountsView)
     if redis is not None:
         accounts.on_change = ChangePublisher(redis)

@@ -48,8 +48,29 @@ def test_a_read_command_imports_its_own_group_only(tmp_path):
     assert "interfaces.cli.merchants" in modules and "interfaces.container" in modules  # it did read the store
     assert modules & (COMMAND_MODULES - {"interfaces.cli.merchants"}) == set()
     # The start-up checks read the webhook settings without the worker; a sandbox without Redis imports no Redis
-    # client, and nothing imports the domain checks' DNS resolver before a domain is checked.
-    assert modules & {"interfaces.runtime.webhook_worker", "redis", "dns.resolver", "interfaces.bench"} == set()
+    # client, nothing imports the domain checks' DNS resolver before a domain is checked, and a command a person
+    # runs builds no in-process sandbox chain (LiteSVM), nor solana-py's client without an RPC URL.
+    assert modules & {"interfaces.runtime.webhook_worker", "redis", "dns.resolver", "interfaces.bench",
+                      "interfaces.adapters.chain.litesvm", "interfaces.sandbox.chain", "solana"} == set()
+
+
+def test_a_merchant_made_by_the_cli_without_a_chain_still_gets_the_sandbox_devnet(tmp_path, monkeypatch):
+    from interfaces.cli.main import main
+    from interfaces.config import load_config
+    from interfaces.container import build
+
+    for name in [k for k in os.environ if k.startswith("PAYWARDEN_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(tmp_path))
+    assert main(["merchant", "create", "acme"]) == 0
+    container = build(load_config(), local_chain=False)
+    try:
+        assert container.chains.for_network("solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1") is None
+        networks = {c.network for c in container.accounts.list_capabilities(
+            container.accounts.get_merchant_by_name("acme").merchant_id)}
+        assert networks == {"solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"}
+    finally:
+        container.close()
 
 
 def test_every_command_is_listed_with_the_help_its_module_gives():
