@@ -31,7 +31,8 @@ def imported(tmp_path, *argv: str) -> set[str]:
     return set(json.loads(done.stderr.strip().splitlines()[-1]))
 
 
-COMMAND_MODULES = {module for module, _ in COMMANDS.values() if module} | {"interfaces.cli.up_stack"}
+COMMAND_MODULES = {module for module, _ in COMMANDS.values() if module} | {"interfaces.cli.up_stack",
+                                                                           "interfaces.cli.bench_merchant"}
 HEAVY = {"interfaces.container", "interfaces.runtime.webhook_worker", "interfaces.adapters.chain.rpc", "solana",
          "dns.resolver", "redis", "httpx", "interfaces.bench"}
 
