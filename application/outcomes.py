@@ -123,7 +123,8 @@ def verify_outcome(payment: PaymentRecord) -> VerifyOutcome:
         return settled_verify(payment.payer, payment.signature)
     if payment.verify_outcome is PaymentState.APPROVED:
         return VerifyOutcome(is_valid=True, payer=payment.payer)
-    # A recorded rejection; `simulationDetails` only with `simulation_failed`, as SPEC.md says.
+    # A recorded rejection; `simulationDetails` only with `simulation_failed`
+    # (docs/architecture.md#the-interface-contract).
     reason = str(payment.reason)
     details = payment.details if reason == Code.SIMULATION_FAILED.value else None
     return VerifyOutcome.invalid(reason, payment.payer, details, payment.message)

@@ -113,7 +113,7 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
-DISCOVERY_TTL_SECONDS = 60  # the discovery query cache's lifetime (SPEC.md)
+DISCOVERY_TTL_SECONDS = 60  # the discovery query cache's lifetime (docs/architecture.md#the-interface-contract)
 
 
 class QueryCache(Protocol):

@@ -32,7 +32,8 @@ class Capability:
 
 @dataclass(frozen=True)
 class Client:
-    """The identity payments are keyed by; `registered` gates the discovery metadata (SPEC.md)."""
+    """The identity payments are keyed by; `registered` gates the discovery metadata
+    (docs/architecture.md#the-interface-contract)."""
 
     id: str
     registered: bool

@@ -1,4 +1,5 @@
-"""The reason codes of SPEC.md's Errors table, with `chain` spelled `svm` (DESIGN.md)."""
+"""x402's reason codes, the family spelled `svm`
+(docs/architecture.md#decisions-where-the-x402-specification-is-open)."""
 
 from __future__ import annotations
 

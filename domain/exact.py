@@ -1,6 +1,6 @@
 """The x402 `exact` scheme on Solana: the rules a client's partially-signed payment transaction must meet.
 
-`inspect_exact` checks the rules of DESIGN.md ("Decisions where the spec is open") in a fixed order and
+`inspect_exact` checks the rules of docs/architecture.md ("The transaction we accept") in a fixed order and
 returns the facts of an accepted transaction, or raises `PaymentRuleError` naming the first rule broken.
 Pure: no I/O, no clock, no randomness.
 """

@@ -1,9 +1,10 @@
 """The idempotency key of a payment, and the aggregate id derived from it.
 
-The key is SHA-256 over the client identity, the amount and the transaction's message hash (SPEC.md,
-Authentication 9: "the signature or transaction"). Not the client's signature: it is unverified when the key is
-derived, so a forged twin carrying a genuine payment's signature would share its key and poison its answer; the
-message hash differs for every different transaction, and the x402 SDK keys its own caches on it too.
+The key is SHA-256 over the client identity, the amount and the transaction's message hash
+(docs/architecture.md#decisions-where-the-x402-specification-is-open). Not the client's signature: it is
+unverified when the key is derived, so a forged twin carrying a genuine payment's signature would share its key
+and poison its answer; the message hash differs for every different transaction, and the x402 SDK keys its own
+caches on it too.
 
 The Payment's id is a uuid5 of the key, so a second creation of the same payment is refused by
 the event store itself: that is the atomic upsert.

@@ -1,4 +1,5 @@
-"""Slugs of proxy services (SPEC.md "Slug generation") and the event-sourced claim that keeps each one unique.
+"""Slugs of proxy services (docs/architecture.md#the-interface-contract, "Slugs") and the event-sourced claim that
+keeps each one unique.
 
 Candidates in order: the core domain name of the base URL's host from the Public Suffix List (`api.weather.co.uk`
 → `weather`, hyphens kept); then the whole host with dots as hyphens (`api-weather-co-uk`); then that with a

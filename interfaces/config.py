@@ -54,7 +54,8 @@ class Config:
     rate_limit_per_key: str = "100/minute"
     rate_limit_per_ip: str = "60/minute"
     trusted_proxies: tuple[str, ...] = ()
-    discovery_public_only: bool = False  # discovery lists public hosts only (SPEC.md: "in production")
+    # discovery lists public hosts only (docs/architecture.md#the-interface-contract)
+    discovery_public_only: bool = False
     database_pool_max: int = 10
     database_timeout_seconds: int = 2
     lock_margin_seconds: float = 30.0

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
-from redis import Redis
 
 from application.books import Books
 from application.listings import BatchFirst, Listings, StoredPayments
@@ -30,14 +29,12 @@ from interfaces.adapters.accounts_cache import (
     TrackingPosition,
 )
 from interfaces.adapters.chain.instrumented import instrument_chains
-from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
 from interfaces.adapters.gateways import ProxyGateways
 from interfaces.adapters.key_usage import KeyUsage
 from interfaces.adapters.memory import InProcessLocks, TtlCache
 from interfaces.adapters.passwords import Argon2Hasher
 from interfaces.adapters.postgres import is_postgres, postgres_env
-from interfaces.adapters.redis import RedisLocks, RedisQueryCache, RedisResultCache, redis_client
 from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.secret_box import build_secret_box
 from interfaces.adapters.secrets import BoxedSecrets
@@ -69,7 +66,9 @@ from projections.sql import SqlView
 from projections.webhook_outbox import WebhookEndpointsProjection
 from projections.webhooks import PostgresWebhooksView, SqliteWebhooksView, WebhooksView
 
-if TYPE_CHECKING:  # LiteSVM is imported only in sandbox mode
+if TYPE_CHECKING:  # LiteSVM only in sandbox mode; solana-py, redis only when configured (a CLI command starts fast)
+    from redis import Redis
+
     from interfaces.sandbox.chain import Sandbox
 
 V = TypeVar("V", bound=SqlView)
@@ -150,11 +149,16 @@ class Chains:
         return self.by_network.get(caip2)
 
 
-def build_chains(config: Config, sandbox: Sandbox | None = None) -> tuple[Chains, Sandbox | None]:
+def build_chains(config: Config, sandbox: Sandbox | None = None, *,
+                 local_chain: bool = True) -> tuple[Chains, Sandbox | None]:
+    """`local_chain=False`: no in-process sandbox chain (LiteSVM) even where the configuration would have one; a
+    command that verifies nothing (the CLI's) does not pay for building and funding it."""
     chains = Chains()
+    if config.devnet_rpc_url or config.mainnet_rpc_url:
+        from interfaces.adapters.chain.rpc import RpcChain
     if config.devnet_rpc_url:
         chains.by_network[DEVNET.caip2] = RpcChain(config.devnet_rpc_url)
-    elif config.sandbox:
+    elif config.sandbox and local_chain:
         from interfaces.adapters.chain.litesvm import LiteSvmChain
         from interfaces.sandbox.chain import Sandbox
 
@@ -244,8 +248,10 @@ class Container:
 
 
 def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache | None = None,
-          resolver: Resolver | None = None) -> Container:
-    chains, sandbox = build_chains(config, sandbox)
+          resolver: Resolver | None = None, local_chain: bool = True) -> Container:
+    """`local_chain=False` (the CLI's commands): Payments has no in-process sandbox chain to verify on; the sandbox's
+    devnet is served all the same (merchants get its capability)."""
+    chains, sandbox = build_chains(config, sandbox, local_chain=local_chain)
     if not is_postgres(config.database_url):  # the payments store is durable before any broadcast
         durable_sends(chains.by_network, Path(store_env(config, PAYMENTS_STORE)["SQLITE_DBNAME"]))
     instrument_chains(chains.by_network)  # chain RPC latency and errors in /metrics
@@ -256,6 +262,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
                         lock_margin_seconds=config.lock_margin_seconds)
     redis = locks = result_cache = None
     if config.redis_url:
+        from interfaces.adapters.redis import RedisLocks, RedisResultCache, redis_client
+
         redis = redis_client(config.redis_url)
         locks = RedisLocks(redis)
         cache = cache or RedisResultCache(redis)
@@ -271,7 +279,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
     merchant_records = MerchantRecords(store_env(config, "merchants"))
     proxies = ProxyServices(store_env(config, "proxy_services"), merchants=merchant_records,
                             secrets=build_secrets(config), sandbox=config.sandbox, own_ports=config.own_ports)
-    merchants = build_merchants(config, served=frozenset(chains.by_network), usage=proxies)
+    served = frozenset(chains.by_network) | (frozenset({DEVNET.caip2}) if config.sandbox else frozenset())
+    merchants = build_merchants(config, served=served, usage=proxies)
     accounts = build_view(config, "accounts", SqliteAccountsView)
     if redis is not None:
         accounts.on_change = ChangePublisher(redis)
@@ -283,7 +292,11 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
                         production=config.discovery_public_only, domains=accounts, sandbox=config.sandbox,
                         gateways=ProxyGateways(proxies, config.proxy_url, sandbox=config.sandbox))
     catalog = build_view(config, "catalog", SqliteCatalogView)
-    discovery_cache = RedisQueryCache(redis) if redis is not None else TtlCache()
+    discovery_cache: QueryCache = TtlCache()
+    if redis is not None:
+        from interfaces.adapters.redis import RedisQueryCache
+
+        discovery_cache = RedisQueryCache(redis)
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
     key_uses = build_view(config, KEY_USE_STORE, SqliteKeyUseView)

@@ -27,13 +27,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Hashable
-from typing import Any, Protocol
-
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+from typing import TYPE_CHECKING, Any, Protocol
 
 from projections.accounts import AccountsView, KeyRecord
+
+if TYPE_CHECKING:  # redis is imported by the stacks that use it, not by every process that reads accounts
+    import redis
 
 CHANNEL = "paywarden:accounts:changed"
 MAX_RECORDS = 10_000  # keys cached per process; past it the cache starts again (a bound, not an eviction policy)
@@ -139,6 +138,8 @@ class PushedChanges:
         self.current()  # subscribe now: its confirmation is usually in by the first request
 
     def current(self) -> Hashable | None:
+        import redis
+
         with self._lock:
             try:
                 self._drain()
@@ -158,6 +159,10 @@ class PushedChanges:
                 self._generation += 1
 
     def _subscribe(self) -> None:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
         self._pid, self._live, self._retry_at = os.getpid(), False, time.monotonic() + RESUBSCRIBE_SECONDS
         client = redis.Redis.from_url(self._url, socket_connect_timeout=self._timeout, socket_timeout=self._timeout,
                                       retry=Retry(NoBackoff(), 0), health_check_interval=10)
@@ -165,6 +170,8 @@ class PushedChanges:
         self._pubsub.subscribe(CHANNEL)
 
     def _drop(self, down: BaseException) -> None:
+        import redis
+
         if self._live:
             log.warning("accounts change subscription lost (%s): reading the accounts view per request", down)
         self._live, self._generation = False, self._generation + 1
@@ -192,6 +199,8 @@ class ChangePublisher:
         self._client, self._patience = client, patience
 
     def __call__(self) -> None:
+        import redis
+
         deadline = time.monotonic() + self._patience
         while True:
             try:

@@ -6,25 +6,21 @@ dummy hash), so neither the message nor the time tells whether an account exists
 
 from __future__ import annotations
 
-import functools
-
 from argon2 import PasswordHasher, Type
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from argon2.profiles import RFC_9106_LOW_MEMORY
 
-
-@functools.cache
-def _dummy_hash() -> str:
-    """The dummy hash, made once per process (one full hash's work, ~0.7 s) when the first hasher is built, not on
-    the first unknown email: that login takes the same time as any other."""
-    return PasswordHasher.from_parameters(RFC_9106_LOW_MEMORY).hash("paywarden-no-such-account")
+# What an unknown email is checked against: an argon2id hash with the hasher's own parameters (so its check costs
+# what any login's does), written here rather than made at start, which cost every process that builds a hasher (a
+# CLI command too) one full hash, ~0.7 s. Nobody logs in with it: `verify(None, ...)` is False whatever it says.
+DUMMY_HASH = "$argon2id$v=19$m=65536,t=3,p=4$IXWeTeCKF4lINf4r1ngKeQ$W29bFEA3DPpGvFcIFHHrvuDY+Mv6B93evgjTBbDbw3k"
 
 
 class Argon2Hasher:
     def __init__(self) -> None:
         self._argon = PasswordHasher.from_parameters(RFC_9106_LOW_MEMORY)
         assert self._argon.type is Type.ID
-        self._dummy = _dummy_hash()
+        self._dummy = DUMMY_HASH
 
     def hash(self, password: str) -> str:
         return self._argon.hash(password)

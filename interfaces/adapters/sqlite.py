@@ -179,7 +179,7 @@ class LeanDatastore(sqlite.SQLiteDatastore):
 
     def tune(self, *pragmas: str) -> None:
         """Run `pragmas` on every idle connection now and on every connection opened from now on (the bulk mode
-        of `paywarden bench-load`; no connection may be in use)."""
+        of `paywarden-bench load`; no connection may be in use)."""
         self.pragmas.extend(pragmas)
         for conn in self._idle:
             for pragma in pragmas:

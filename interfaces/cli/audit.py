@@ -84,13 +84,18 @@ def rebuild(args: argparse.Namespace) -> int:
 
     c = container()
     different = 0
-    for result in rebuild_all(c, check=args.check):
+    for result in rebuild_all(c, check=args.check):  # results on stdout: `audit rebuild --check > report.txt`
+        different += len(result.differences)
+        if args.json:
+            equal = None if not args.check else not result.differences
+            print(json.dumps({"read_model": result.name, "events": result.rows, "equal": equal,
+                              "differences": result.differences}), flush=True)
+            continue
         for line in result.differences:
             print(line)
-        different += len(result.differences)
         verdict = "" if not args.check else (" equal" if not result.differences else
                                               f" {len(result.differences)} difference(s)")
-        print(f"{result.name}: {result.rows} events replayed into a fresh copy;{verdict}", file=sys.stderr)
+        print(f"{result.name}: {result.rows} events replayed into a fresh copy;{verdict}", flush=True)
     return 1 if different else 0
 
 
@@ -141,8 +146,10 @@ def export(args: argparse.Namespace) -> int:
         TileSource(audit=audit).write(Path(args.out))
     finally:
         audit.close()
-    print(f"exported {size} events, their checkpoints, the public key and the log's tiles to {args.out}",
-          file=sys.stderr)
+    if args.json:
+        print(json.dumps({"events": size, "directory": str(Path(args.out).resolve())}))
+    else:
+        print(f"exported {size} events, their checkpoints, the public key and the log's tiles to {args.out}")
     return 0
 
 
@@ -250,10 +257,12 @@ def chain(args: argparse.Namespace) -> int:
         payments.close()
         for client in clients.values():
             client.close()
+    if args.json:
+        print(json.dumps({"checked": report.checked, "problems": report.problems}))
+        return 1 if report.problems else 0
     for problem in report.problems:
         print(problem)
-    print(f"{report.checked} settled payment(s) checked against the chain; {len(report.problems)} problem(s)",
-          file=sys.stderr)
+    print(f"{report.checked} settled payment(s) checked against the chain; {len(report.problems)} problem(s)")
     return 1 if report.problems else 0
 
 
@@ -295,11 +304,13 @@ def add_parser(commands: Any) -> None:
                                          "(the live ones are only read)")
     r.add_argument("--check", action="store_true", help="compare each copy with the live read model row by row; "
                                                          "exit 1 on any difference")
+    r.add_argument("--json", action="store_true", help="one JSON object per read model and line")
     r.set_defaults(func=_guarded(rebuild))
     c = audit.add_parser("checkpoint", help="log every stored event not yet logged and sign a checkpoint now")
     c.set_defaults(func=_guarded(checkpoint))
     e = audit.add_parser("export", help="write the events, checkpoints and public key an auditor verifies")
     e.add_argument("--out", required=True, help="directory to write (created)")
+    e.add_argument("--json", action="store_true", help="one JSON object: the events written and the directory")
     e.set_defaults(func=_guarded(export))
     v = audit.add_parser("verify", help="verify an export offline (or the live store with --live)")
     v.add_argument("directory", nargs="?", help="an export written by `audit export`")
@@ -321,6 +332,7 @@ def add_parser(commands: Any) -> None:
     ch.add_argument("--since", help="only payments received at or after this ISO 8601 time")
     ch.add_argument("--rpc-url", action="append", default=[], metavar="NETWORK=URL",
                     help="RPC endpoint of a network (default: PAYWARDEN_DEVNET_RPC_URL, PAYWARDEN_MAINNET_RPC_URL)")
+    ch.add_argument("--json", action="store_true", help="one JSON object: payments checked and the problems")
     ch.set_defaults(func=_guarded(chain))
 
 

@@ -7,6 +7,10 @@ before the clock starts, so the figures measure the server, not the client's sig
 HTTP/1.1 connection open. The report gives throughput, p50/p95/p99 latency and the count of each answer
 (`200 valid`, `400 simulation_failed`, `429 rate_limited`, `error ConnectionResetError`, ...): nothing is hidden,
 and the exit status is 1 when any answer was not the expected success.
+
+With `--up FILE` and no `--api-key`, the payments are made by a merchant of the benchmark's own, `bench` (made on
+first use in the sandbox's store, devnet enabled, a limit of 1,000,000 requests a minute, its test key kept in the
+data directory as `bench-api-key`), and the command says so: the load never lands in the sandbox merchant's books.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from solders.keypair import Keypair
 
 from domain.networks import NETWORKS
 from interfaces.adapters.signers import read_keypair
+from interfaces.cli.bench_merchant import BENCH_MERCHANT, bench_merchant_key
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 
 
@@ -50,8 +55,9 @@ def _at_least(minimum: int):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--up", type=Path, metavar="FILE",
-                   help="the JSON line `paywarden up --json` printed, saved in FILE: gives --base-url, --api-key, "
-                        "--rpc-url and --payer-keypair (each option still overrides it)")
+                   help="the JSON line `paywarden up --json` printed, saved in FILE: gives --base-url, --rpc-url "
+                        "and --payer-keypair (each option still overrides it), and pays as the merchant "
+                        f"`{BENCH_MERCHANT}`, made on first use, unless --api-key is given")
     p.add_argument("--base-url", help="the Paywarden API, e.g. http://127.0.0.1:8402")
     p.add_argument("--api-key", help="a merchant key (raise its limit first: paywarden merchant set-rate-limit)")
     p.add_argument("--rpc-url", help="the chain's JSON-RPC endpoint (the localnet, for its faucet)")
@@ -311,7 +317,10 @@ def _from_up(args: argparse.Namespace) -> None:
         except (OSError, ValueError) as bad:
             raise BenchError(f"--up {args.up}: not the JSON line of `paywarden up --json` ({bad})") from None
         args.base_url = args.base_url or info.get("base_url")
-        args.api_key = args.api_key or info.get("api_key")
+        if not args.api_key:
+            args.api_key = bench_merchant_key(info)
+            print(f"paywarden bench: paying as the merchant `{BENCH_MERCHANT}` (its own books and rate limit; the "
+                  f"sandbox merchant's books are untouched; --api-key to pay as another)", file=sys.stderr)
         args.rpc_url = args.rpc_url or info.get("rpc_url")
         if args.payer_keypair is None and info.get("payer_keypair_path"):
             args.payer_keypair = Path(info["payer_keypair_path"])

@@ -22,8 +22,8 @@ def container(*, beside_up: bool = True) -> Container:
     from interfaces.runtime.startup import startup_error
 
     config = beside_running_stack(load_config()) if beside_up else load_config()
-    try:
-        return build(config)
+    try:  # a command a person runs verifies nothing: no in-process sandbox chain (LiteSVM) to build and fund
+        return build(config, local_chain=not beside_up)
     except Exception as failure:  # an unreachable database or Redis: a message naming the variable, no traceback
         refused = startup_error(config, failure)
         if refused is None:

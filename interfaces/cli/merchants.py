@@ -11,7 +11,6 @@ from typing import Any
 
 from domain.merchant import KEY_PATTERN, MerchantError, key_prefix
 from domain.networks import DEVNET, KeyEnv
-from projections.key_use import with_last_use
 
 DEFAULT_CONSOLE_URL = "http://127.0.0.1:8404"
 Containers = Callable[[], Any]
@@ -104,7 +103,15 @@ capability_disable = _changed(lambda m, a: m.disable_capability(a.merchant, a.id
 domain_verify = _changed(lambda m, a: m.verify_domain(a.merchant, a.domain), "domain {domain} verified ({result})")
 domain_remove = _changed(lambda m, a: m.remove_domain(a.merchant, a.domain), "domain {domain} removed")
 
-key_list = _listing(lambda c: lambda merchant_id: with_last_use(c.accounts.list_keys(merchant_id), c.key_uses),
+
+
+def _keys_with_last_use(c: Any) -> Callable[[str], Any]:
+    from projections.key_use import with_last_use  # the read model's module, imported by `key list` alone
+
+    return lambda merchant_id: with_last_use(c.accounts.list_keys(merchant_id), c.key_uses)
+
+
+key_list = _listing(_keys_with_last_use,
                     ["prefix", "env", "label", "service", "created", "last used", "revoked"],
                     lambda k: [k.prefix, k.env, k.label or "-", k.service or "-", k.created_at,
                                k.last_used_at or "never", k.revoked_at or "-"])

@@ -117,12 +117,6 @@ def route_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def bench_proxy(args: argparse.Namespace) -> int:
-    from interfaces.cli.bench_proxy import run
-
-    return run(args)
-
-
 def base_url_arguments(parser: Any, domain_help: str) -> None:
     """The service's base URL and upstream auth, the same on create and update."""
     parser.add_argument("--domain", help=domain_help)
@@ -133,12 +127,6 @@ def base_url_arguments(parser: Any, domain_help: str) -> None:
 
 
 def add_commands(commands: Any) -> None:
-    from interfaces.cli.bench_proxy import add_arguments
-
-    bench = commands.add_parser("bench-proxy", help="the proxy's added latency over calling the backend directly")
-    add_arguments(bench)
-    bench.set_defaults(func=bench_proxy)
-
     def command(group: Any, name: str, func: Any, help: str, *positionals: tuple[str, str],
                 of_service: bool = False) -> Any:
         """One subcommand on a merchant's services or routes: its positional arguments, then --merchant (and

@@ -11,16 +11,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import TrackingRecorder
 from eventsourcing.projection import EventSourcedProjection, Projection
-from redis import Redis
 
 from application.ports import Chain, FeePayers
 from interfaces.adapters.chain.instrumented import network_label
+
+if TYPE_CHECKING:  # a client only where PAYWARDEN_REDIS_URL is set, made by the container
+    from redis import Redis
 
 OK = "ok"
 READINESS_TIMEOUT_SECONDS = 2.0

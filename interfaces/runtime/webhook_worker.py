@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from domain.webhook import RETRY_SCHEDULE, next_delay, outcome, signature_header
+from domain.webhook import next_delay, outcome, signature_header
 from interfaces.adapters.webhook_sender import Answer, post
-from interfaces.config import ConfigError
-from interfaces.container import Container
+from interfaces.runtime.webhook_settings import DeliverySettings, load_settings, merchant_share  # noqa: F401
 from projections.runner import catch_up
 from projections.webhook_outbox import (
     ListingWebhooksProjection,
@@ -36,66 +33,13 @@ from projections.webhook_outbox import (
 )
 from projections.webhooks import Attempt, Claimed
 
+if TYPE_CHECKING:  # `paywarden`'s start-up checks read load_settings without building a container
+    from interfaces.container import Container
+
 log = logging.getLogger("paywarden.webhooks")
 STOP_CHECK_SECONDS = 0.1  # how often a waiting loop looks at its stop event
 USER_AGENT = "Paywarden-Webhooks/1"
 RENEWALS_PER_LEASE = 3  # a held lease is extended this often per lease period, so one late round never lapses it
-
-
-@dataclass(frozen=True)
-class DeliverySettings:
-    schedule: tuple[float, ...] = RETRY_SCHEDULE
-    timeout_seconds: float = 15.0
-    # Longer than a claimed batch can take (one endpoint's deliveries go one after another): a killed worker's
-    # deliveries are retried once it ends.
-    lease_seconds: float = 150.0
-    concurrency: int = 8
-    poll_seconds: float = 0.5
-    # Leased deliveries one merchant may hold at once (every worker's counted): a merchant whose receivers are
-    # slow or down occupies at most this many senders, whatever its backlog.
-    merchant_share: int = 2
-    ca_file: str | None = None  # extra CA bundle for receivers' certificates (a private CA, the tests' trustme)
-
-
-def load_settings(env: Mapping[str, str] | None = None) -> DeliverySettings:
-    """The PAYWARDEN_WEBHOOK_* settings; a bad one is a ConfigError naming that variable alone."""
-    env = os.environ if env is None else env
-
-    def number(name: str, default: float, kind: type = float) -> Any:
-        raw = env.get(name, "").strip()
-        if not raw:
-            return default
-        try:
-            return kind(raw)
-        except ValueError:
-            what = "a whole number" if kind is int else "a number of seconds"
-            raise ConfigError(f"{name} must be {what}, got {raw!r}") from None
-
-    raw = env.get("PAYWARDEN_WEBHOOK_SCHEDULE", "").strip()
-    try:
-        schedule = tuple(float(s) for s in raw.split(",")) if raw else RETRY_SCHEDULE
-    except ValueError:
-        schedule = ()
-    if not schedule or any(not s >= 0 for s in schedule):
-        raise ConfigError(f"PAYWARDEN_WEBHOOK_SCHEDULE must be comma-separated seconds >= 0, got {raw!r}")
-    timeout = number("PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS", 15.0)
-    if not 0 < timeout <= 60:
-        raise ConfigError(f"PAYWARDEN_WEBHOOK_TIMEOUT_SECONDS must be above 0 and at most 60, got {timeout:g}")
-    concurrency = number("PAYWARDEN_WEBHOOK_CONCURRENCY", 8, int)
-    if not 1 <= concurrency <= 64:
-        raise ConfigError(f"PAYWARDEN_WEBHOOK_CONCURRENCY must be 1-64, got {concurrency}")
-    lease = number("PAYWARDEN_WEBHOOK_LEASE_SECONDS", timeout * concurrency + 30)
-    if not lease > timeout:
-        raise ConfigError(f"PAYWARDEN_WEBHOOK_LEASE_SECONDS must be above the timeout ({timeout:g} s), "
-                          f"got {lease:g}")
-    return DeliverySettings(schedule, timeout, lease, concurrency, merchant_share=merchant_share(concurrency),
-                            ca_file=env.get("PAYWARDEN_WEBHOOK_CA_FILE", "").strip() or None)
-
-
-def merchant_share(concurrency: int) -> int:
-    """A quarter of the senders (at least one): four merchants with dead receivers still leave every other
-    merchant's deliveries a sender."""
-    return max(1, concurrency // 4)
 
 
 def retry_after(answer: Answer, now: float) -> float | None:

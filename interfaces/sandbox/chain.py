@@ -156,7 +156,7 @@ class Sandbox:
         """Simulate against the current state, as `simulateTransaction`; nothing is kept.
 
         The defaults do everything a node's `simulateTransaction` can be asked for (the reference facilitator of
-        `bench-reference` calls it so). `sig_verify=False` skips the signature check and nothing else;
+        `paywarden-bench reference` calls it so). `sig_verify=False` skips the signature check and nothing else;
         `accounts=False` leaves `Outcome.accounts` empty instead of converting every post-simulation account.
         Paywarden's own verify asks for both (`LiteSvmChain`, docs/performance.md)."""
         with self.lock:

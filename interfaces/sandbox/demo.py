@@ -1,7 +1,8 @@
 """An example merchant API that charges per request with x402, using Paywarden as its facilitator.
 
-It follows SPEC.md's four steps: answer 402 with `PAYMENT-REQUIRED`, parse `PAYMENT-SIGNATURE`, call the
-facilitator's /settle, deliver with `PAYMENT-RESPONSE`. About sixty lines a merchant could write in any language.
+It follows the four steps of a merchant's API (docs/architecture.md#what-it-is): answer 402 with
+`PAYMENT-REQUIRED`, parse `PAYMENT-SIGNATURE`, call the facilitator's /settle, deliver with `PAYMENT-RESPONSE`.
+About sixty lines a merchant could write in any language.
 
 Its 402 carries `extensions.bazaar` (what the resource is, for the discovery catalog): the x402 client copies it
 into its payment, so once a payment settles the weather API is listed in `GET /discovery/resources`. Only

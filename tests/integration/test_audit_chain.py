@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from uuid import uuid4
 
@@ -64,8 +65,10 @@ def forge_confirmed(gateway, *, signature: str, amount: int, pay_to: str, confir
 
 def test_settled_payments_agree_with_the_chain(chain_books, capsys):
     assert main(["audit", "chain"]) == 0
-    captured = capsys.readouterr()
-    assert captured.out == "" and "2 settled payment(s) checked against the chain; 0 problem(s)" in captured.err
+    captured = capsys.readouterr()  # the result on stdout, where a pipe sees it
+    assert captured.err == "" and "2 settled payment(s) checked against the chain; 0 problem(s)" in captured.out
+    assert main(["audit", "chain", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"checked": 2, "problems": []}
 
 
 def test_a_confirmed_event_for_a_transaction_that_never_happened_is_caught(chain_books, capsys):
@@ -92,7 +95,7 @@ def test_since_limits_the_check_to_recent_payments(chain_books, capsys):
     forge_confirmed(chain_books, signature=str(Keypair().sign_message(b"x")), amount=1,
                     pay_to=str(chain_books.pay_to.pubkey()))
     assert main(["audit", "chain", "--since", "2999-01-01T00:00:00Z"]) == 0
-    assert "0 settled payment(s) checked" in capsys.readouterr().err
+    assert "0 settled payment(s) checked" in capsys.readouterr().out
 
 
 def test_a_payment_pending_past_its_blockhash_lifetime_is_listed(chain_books, capsys):
@@ -118,4 +121,4 @@ def test_beside_a_running_up_the_chain_is_the_localnet_it_serves(chain_books, tm
     (tmp_path / RUNNING_STACK).write_text(json.dumps({"pid": os.getpid(), "rpc_url": localnet_url}))
     assert main(["audit", "chain"]) == 0
     out, err = capsys.readouterr()
-    assert out == "" and "2 settled payment(s) checked against the chain; 0 problem(s)" in err
+    assert err == "" and "2 settled payment(s) checked against the chain; 0 problem(s)" in out

@@ -80,6 +80,17 @@ def test_an_export_verifies_offline_and_replays_to_the_settled_totals(logged, ca
     assert status == 0 and out.count("included: payments/") == 4
 
 
+def test_the_export_says_what_it_wrote_on_stdout(logged, capsys):
+    _, _, tmp_path = logged
+    status, out, err = run(capsys, "audit", "export", "--out", str(tmp_path / "plain"))
+    size = len(lines(tmp_path / "plain"))
+    assert status == 0 and err == "" and out == f"exported {size} events, their checkpoints, the public key " \
+                                                 f"and the log's tiles to {tmp_path / 'plain'}\n"
+    status, out, err = run(capsys, "audit", "export", "--out", str(tmp_path / "as-json"), "--json")
+    assert status == 0 and err == ""
+    assert json.loads(out) == {"events": len(lines(tmp_path / "as-json")), "directory": str(tmp_path / "as-json")}
+
+
 def test_one_changed_byte_in_an_exported_event_is_named(logged, capsys):
     _, _, tmp_path = logged
     directory = export(capsys, tmp_path)

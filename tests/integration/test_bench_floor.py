@@ -1,4 +1,4 @@
-"""`paywarden bench-floor`: the chain work of a verify timed alone, on a real LiteSVM and the x402 SDK's facilitator."""
+"""`paywarden-bench floor`: the chain work of a verify timed alone, on a real LiteSVM and the x402 SDK's facilitator."""
 
 import json
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 from solders.keypair import Keypair
 
 from domain.errors import PaymentRuleError
-from interfaces.cli.bench_floor import STEPS, Bench, measure
+from interfaces.bench.floor import STEPS, Bench, measure
 
 
 def test_every_step_passes_every_payment_and_the_floor_is_their_sum():
@@ -46,13 +46,13 @@ def test_the_inspection_step_runs_the_exact_rules():
 
 
 def test_the_command_prints_the_figures_and_one_json_line():
-    done = subprocess.run([sys.executable, "-m", "interfaces.cli.main", "bench-floor", "--payments", "30",
+    done = subprocess.run([sys.executable, "-m", "interfaces.bench", "floor", "--payments", "30",
                            "--rounds", "1", "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     figures = json.loads(lines[-1])
     assert f"at most {figures['ceiling_per_second']:,} verifies/s" in done.stdout
     assert all(f"  {step}" in done.stdout for step in STEPS)
-    refused = subprocess.run([sys.executable, "-m", "interfaces.cli.main", "bench-floor", "--payments", "0"],
+    refused = subprocess.run([sys.executable, "-m", "interfaces.bench", "floor", "--payments", "0"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "--payments and --rounds must be at least 1" in refused.stderr

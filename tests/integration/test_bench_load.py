@@ -1,4 +1,4 @@
-"""`paywarden bench-load` writes a history the applications themselves would have written: replayed from scratch,
+"""`paywarden-bench load` writes a history the applications themselves would have written: replayed from scratch,
 every read model equals the one the loader built (`paywarden audit rebuild --check`), on SQLite and PostgreSQL;
 the audit log holds every event; the catalog's kept totals equal a count of its rows."""
 
@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from interfaces.bench.main import main as bench
 from interfaces.cli.main import main
 from interfaces.config import load_config
 from interfaces.container import build
@@ -26,7 +27,7 @@ def store_env(request, tmp_path, monkeypatch):
 
 
 def test_a_loaded_store_replays_into_the_same_read_models(store_env, capsys):
-    assert main(["bench-load", "--events", "3000", "--listings", "150", "--merchants", "12", "--seed", "7",
+    assert bench(["load", "--events", "3000", "--listings", "150", "--merchants", "12", "--seed", "7",
                  "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert summary["payment_events"] >= 3000 and summary["merchants"] == 12
@@ -37,10 +38,10 @@ def test_a_loaded_store_replays_into_the_same_read_models(store_env, capsys):
     assert summary["projected"]["audit_log"] >= summary["payment_events"] + 12 + summary["projected"]["catalog"]
 
     assert main(["audit", "rebuild", "--check"]) == 0
-    err = capsys.readouterr().err
+    out = capsys.readouterr().out
     for name in ("accounts", "catalog", "payment_list", "result_cache"):
-        assert f"{name}: " in err
-    assert err.count("; equal") >= 5 and "differ" not in err
+        assert f"{name}: " in out
+    assert out.count("; equal") >= 5 and "differ" not in out
 
     container = build(load_config())
     try:
@@ -58,11 +59,11 @@ def test_a_loaded_store_replays_into_the_same_read_models(store_env, capsys):
         container.close()
     # The discovery benchmark reads this catalog (in process): every kind of query answers.
     url = load_config().database_url or f"sqlite://{load_config().data_dir}"
-    assert main(["bench-history", "--direct", "--store", f"loaded={url}", "--rounds", "1", "--queries", "2"]) == 0
+    assert bench(["history", "--direct", "--store", f"loaded={url}", "--rounds", "1", "--queries", "2"]) == 0
     out = capsys.readouterr().out
     assert "loaded: 150 listings in the catalog" in out and "two tags" in out and "deep" in out
     if store_env == "embedded":  # the same store as a fresh copy, beside a new empty one: the copy has it all
-        assert main(["bench-history", "--direct", "--store", f"copy={'copy:' + url.removeprefix('sqlite://')}",
+        assert bench(["history", "--direct", "--store", f"copy={'copy:' + url.removeprefix('sqlite://')}",
                      "--store", "empty=new", "--rounds", "1", "--queries", "2"]) == 0
         out = capsys.readouterr().out
         assert "copy: 150 listings in the catalog" in out and "empty: 0 listings in the catalog" in out

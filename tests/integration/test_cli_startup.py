@@ -44,7 +44,7 @@ def env(tmp_path, monkeypatch):
 
 
 def test_every_command_has_help(capsys):
-    found = list(commands(parser()))
+    found = list(commands(parser(every=True)))
     assert ("serve",) in found and ("merchant", "create") in found and len(found) > 10
     for argv in found:
         with pytest.raises(SystemExit) as done:
@@ -98,7 +98,7 @@ def test_bench_reference_says_why_paywarden_did_not_start(tmp_path):
     ports = [str(closed_port()) for _ in range(5)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
     done = subprocess.run(
-        [sys.executable, "-m", "interfaces.cli.main", "bench-reference", "--stack", "embedded", "--workers", "2",
+        [sys.executable, "-m", "interfaces.bench", "reference", "--stack", "embedded", "--workers", "2",
          "--requests", "10", "--warmup", "0", "--rounds", "1", "--reference-port", ports[0], "--port", ports[1],
          "--rpc-port", ports[2], "--proxy-port", ports[3], "--console-port", ports[4]],
         env={**env, "PAYWARDEN_DATA_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=180)
@@ -108,12 +108,12 @@ def test_bench_reference_says_why_paywarden_did_not_start(tmp_path):
 
 
 def test_bench_reference_compares_settles_side_by_side(tmp_path):
-    """`bench-reference --op settle`: both facilitators co-sign, broadcast and confirm every payment on their
+    """`paywarden-bench reference --op settle`: both facilitators co-sign, broadcast and confirm every payment on their
     sandbox chains, every answer a success, with each side's CPU per settle."""
     ports = [str(closed_port()) for _ in range(5)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
     done = subprocess.run(
-        [sys.executable, "-m", "interfaces.cli.main", "bench-reference", "--op", "settle", "--stack", "embedded",
+        [sys.executable, "-m", "interfaces.bench", "reference", "--op", "settle", "--stack", "embedded",
          "--requests", "40", "--warmup", "0", "--rounds", "1", "--concurrency", "4", "--json",
          "--reference-port", ports[0], "--port", ports[1], "--rpc-port", ports[2], "--proxy-port", ports[3],
          "--console-port", ports[4]],

@@ -326,7 +326,8 @@ def test_the_101st_request_in_a_minute_for_one_key_is_429_and_other_keys_are_una
     other, _ = gateway.container.merchants.create_key("acme", KeyEnv.TEST)
     gateway.container.merchants.register("globex")
     globex, _ = gateway.container.merchants.create_key("globex", KeyEnv.TEST)
-    # The limit is per API key (SPEC.md): another key of acme has its own budget, as globex's key does.
+    # The limit is per API key (docs/architecture.md#the-interface-contract): another key of acme has its own
+    # budget, as globex's key does.
     assert gateway.client.simulate_get("/supported", headers={"Authorization": f"Bearer {other}"}).status_code == 200
     assert gateway.client.simulate_get("/supported", headers={"Authorization": f"Bearer {globex}"}).status_code == 200
 

@@ -136,8 +136,8 @@ def test_a_signature_that_does_not_verify_fails_simulation_and_is_refused(sandbo
 
 
 def test_the_sandboxs_default_simulation_still_verifies_every_signature(sandbox, wallets):
-    """`Sandbox.simulate(tx)` with its defaults is what the reference facilitator of `bench-reference` calls: its
-    work (every signature checked, the post-simulation accounts) is unchanged by Paywarden's cheaper options."""
+    """`Sandbox.simulate(tx)` with its defaults is what the reference facilitator of `paywarden-bench reference` calls:
+    its work (every signature checked, the post-simulation accounts) is unchanged by Paywarden's cheaper options."""
     tx = pay(sandbox, wallets, USDC)
     forged = VersionedTransaction.populate(tx.message, [tx.signatures[0], Keypair().sign_message(b"other")])
 

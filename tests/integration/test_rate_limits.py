@@ -1,5 +1,6 @@
-"""Rate limits as SPEC.md states them, on the embedded default and on PostgreSQL + Redis: a budget per API key
-(not per merchant), the merchant's override per key, and failed authentication limited per client IP."""
+"""Rate limits as docs/architecture.md#the-interface-contract states them, on the embedded default and on
+PostgreSQL + Redis: a budget per API key (not per merchant), the merchant's override per key, and failed
+authentication limited per client IP."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ from projections.service_scopes import ServiceScopesView
 
 
 class Unauthorized(Exception):
-    """401, with the code and message of DESIGN.md's error body."""
+    """401, with the code and message of the error body (docs/architecture.md, "Statuses of malformed
+    requests")."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

@@ -1,4 +1,5 @@
-"""Errors mapped once, to SPEC.md's statuses and DESIGN.md's bodies, for every HTTP app.
+"""Errors mapped once, to the statuses and bodies of docs/architecture.md#the-interface-contract, for every
+HTTP app.
 
 `refusal` maps each domain and application error to its status, code and field: 404 for what is unknown (or
 another merchant's), 409 for a conflict with the current state, 400 for any other rule. `register_common` installs

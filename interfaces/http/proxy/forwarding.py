@@ -1,4 +1,5 @@
-"""What the proxy sends upstream and what it passes back: header rules (SPEC.md "Transparent proxy forwarding").
+"""What the proxy sends upstream and what it passes back: header rules
+(docs/architecture.md#the-interface-contract, "Proxy forwarding").
 
 Nothing a client sends becomes privileged upstream (docs/proxy.md, "Headers an upstream can trust"): method
 overrides and the client's own forwarding headers are dropped, and the proxy sets `Forwarded` and `X-Forwarded-*`

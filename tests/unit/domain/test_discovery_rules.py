@@ -1,5 +1,5 @@
-"""The discovery rules of SPEC.md, decided in the domain from values alone: URL, hostname, addresses, sizes,
-method, tags, gating by account kind; and the DiscoveryListing aggregate's story."""
+"""The discovery rules of docs/architecture.md#the-interface-contract, decided in the domain from values alone:
+URL, hostname, addresses, sizes, method, tags, gating by account kind; and the DiscoveryListing aggregate's story."""
 
 from __future__ import annotations
 

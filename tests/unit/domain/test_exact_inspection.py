@@ -1,4 +1,5 @@
-"""Inspection of x402 `exact` payment transactions: each rule of DESIGN.md, in order, with its reason code."""
+"""Inspection of x402 `exact` payment transactions: each rule of docs/architecture.md ("The transaction we
+accept"), in order, with its reason code."""
 
 from __future__ import annotations
 

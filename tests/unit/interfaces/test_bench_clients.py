@@ -1,5 +1,5 @@
 """The benchmarks' one way to run their clients: `concurrency` threads at once, the wall time of all of them in the
-report; bench-history's discovery queries go through it and count every answer."""
+report; `paywarden-bench history`'s discovery queries go through it and count every answer."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from interfaces.bench.history import _queries
 from interfaces.cli.bench import Report, drive, run_clients
-from interfaces.cli.bench_history import _queries
 
 
 @contextmanager
@@ -102,7 +102,8 @@ class _Supported(_Verifier):
 
 
 def test_drive_with_op_supported_sends_a_get_of_supported_for_each_body():
-    """bench-reference's `--op supported`: the server's cost per request without a payment; no body is posted."""
+    """`paywarden-bench reference --op supported`: the server's cost per request without a payment; no body
+    is posted."""
     with serving(_Supported) as base_url:
         report = drive([b""] * 12, base_url=base_url, api_key="k", op="supported", concurrency=3, timeout=5,
                        progress=False)

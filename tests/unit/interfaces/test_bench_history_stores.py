@@ -1,11 +1,12 @@
-"""`bench-history --store LABEL=copy:DIR` and `=new`: stores made for one run, so it never changes what it measures."""
+"""`paywarden-bench history --store LABEL=copy:DIR` and `=new`: stores made for one run, so it never changes
+what it measures."""
 
 import sqlite3
 from contextlib import closing
 
 import pytest
 
-from interfaces.cli.bench_history import store_url
+from interfaces.bench.history import store_url
 
 
 def test_a_copy_is_a_store_of_its_own_and_the_source_is_left_alone(tmp_path):

@@ -1,9 +1,9 @@
-"""bench-reference's store figures per request (`StoreTrips`): the difference of two snapshots over the requests,
-Redis scripts summed apart because each is one round trip whatever it runs inside."""
+"""`paywarden-bench reference`'s store figures per request (`StoreTrips`): the difference of two snapshots over the
+requests; Redis scripts summed apart because each is one round trip whatever it runs inside."""
 
 from __future__ import annotations
 
-from interfaces.cli.bench_reference import StoreTrips
+from interfaces.bench.reference import StoreTrips
 
 
 class Snapshots(StoreTrips):

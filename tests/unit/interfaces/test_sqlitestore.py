@@ -380,9 +380,9 @@ def run_together(target: Callable[[], None], threads: int) -> None:
 
 
 def test_bench_loads_bulk_mode_reaches_the_idle_connections_and_every_later_one(tmp_path):
-    """`paywarden bench-load`'s bulk mode (`bulk_sqlite`) once tuned the library's pool, which a `LeanDatastore`
+    """`paywarden-bench load`'s bulk mode (`bulk_sqlite`) once tuned the library's pool, which a `LeanDatastore`
     does not use: its connections kept their synchronous level. Now through `LeanDatastore.tune`."""
-    from interfaces.cli.bench_load import BULK_CACHE_KIB, bulk_sqlite
+    from interfaces.bench.load_projection import BULK_CACHE_KIB, bulk_sqlite
 
     datastore = lean_datastore(tmp_path)  # one idle connection (it created the table)
     try:

@@ -1,7 +1,7 @@
-"""`paywarden bench-http-floor`: what the HTTP server alone costs per request, Paywarden's beside the reference's.
+"""`paywarden-bench http-floor`: what the HTTP server alone costs per request, Paywarden's beside the reference's.
 
 One trivial application (a fixed `GET /supported`-sized JSON answer, no framework, no store, no key) is served by
-Paywarden's serving as DESIGN.md fixes it (gunicorn with a gevent worker, `interfaces.runtime.gunicorn_conf`: its
+Paywarden's serving (docs/architecture.md: gunicorn with a gevent worker, `interfaces.runtime.gunicorn_conf`: its
 turn after each answer, its logger) and by the reference facilitator's (uvicorn with uvloop and httptools, no access
 log), and, when it is installed (it is no dependency of Paywarden's), by granian (a server whose HTTP is Rust, one
 worker, the WSGI application on one Python thread). Each gets the same load (`interfaces.cli.bench.drive`: 32
@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from interfaces.bench.processes import cpu_delta, stop_child, tree_cpu, wait_answering
 from interfaces.cli.bench import drive
-from interfaces.cli.bench_reference import cpu_delta, stop_child, tree_cpu, wait_answering
 
 FEE_PAYER = "F" * 44
 ANSWER = json.dumps({"kinds": [{"x402Version": 2, "scheme": "exact", "network": "solana:" + "5" * 32,
@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def servers(port: int, data_dir: Path) -> dict[str, tuple[list[str], dict[str, str], str]]:
     """Each server's command line, environment and URL, by the name printed."""
-    me = "interfaces.cli.bench_http_floor"
+    me = "interfaces.bench.http_floor"
     made = {
         "gunicorn + gevent (Paywarden)": (
             [sys.executable, "-m", "gunicorn", "--config", "python:interfaces.runtime.gunicorn_conf", f"{me}:wsgi_app"],
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = _measure(args)
     except RuntimeError as failed:  # a server that did not start: one line, not a traceback
-        print(f"paywarden bench-http-floor: {failed}", file=sys.stderr)
+        print(f"paywarden-bench http-floor: {failed}", file=sys.stderr)
         return 2
     summary = {name: {"cpu_ms_median": round(statistics.median(r["cpu_ms"] for r in runs), 4),
                       "throughput_median": round(statistics.median(r["throughput"] for r in runs), 1), "runs": runs}

@@ -1,4 +1,4 @@
-"""`paywarden bench-proxy`: what the transparent proxy adds over calling the backend directly.
+"""`paywarden-bench proxy`: what the transparent proxy adds over calling the backend directly.
 
 Against a running stack (`paywarden up --demo` prints every address it needs), three series of sequential GETs:
 - `direct`: the backend itself (`--backend-url`);
@@ -43,7 +43,7 @@ def _timed(client: httpx.Client, url: str, expect: int, headers: dict[str, str] 
     response = client.get(url, headers=headers)
     elapsed = time.perf_counter() - started
     if response.status_code != expect:
-        raise SystemExit(f"bench-proxy: {url} answered {response.status_code}, expected {expect}: "
+        raise SystemExit(f"paywarden-bench proxy: {url} answered {response.status_code}, expected {expect}: "
                          f"{response.text[:200]}")
     return elapsed
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     with httpx.Client(timeout=60) as client:
         required = client.get(args.gateway_url)
         if required.status_code != 402:
-            raise SystemExit(f"bench-proxy: {args.gateway_url} is not a priced route (it answered "
+            raise SystemExit(f"paywarden-bench proxy: {args.gateway_url} is not a priced route (it answered "
                              f"{required.status_code})")
         accepted = json.loads(base64.b64decode(required.headers["PAYMENT-REQUIRED"]))["accepts"][0]
         for _ in range(5):  # warm connections and caches

@@ -1,16 +1,16 @@
-"""`paywarden bench-floor`: the CPU a verify's chain work costs in one process, below any server or store.
+"""`paywarden-bench floor`: the CPU a verify's chain work costs in one process, below any server or store.
 
 A verify on the embedded default does this chain work in its API worker, the one process that holds the sandbox's
 LiteSVM: decode the payment's transaction, inspect it (the `exact` rules, with the one check of the client's
-signature), co-sign it as the fee payer, and simulate it. The reference facilitator of `bench-reference` does the
-same work (it checks both signatures inside its simulation instead). This command times each step alone, in a
+signature), co-sign it as the fee payer, and simulate it. The reference facilitator of `paywarden-bench reference` does
+the same work (it checks both signatures inside its simulation instead). This command times each step alone, in a
 loop over `--payments` distinct payments built on an in-process sandbox, with nothing else in the loop: no HTTP,
 no event store, no other process. Their sum is the floor of a verify in that process, and its inverse the most
 verifies per second one core could serve even if everything else cost nothing.
 
 Beside it, the reference's own verify is timed in the same process without HTTP (`x402Facilitator.verify` on the
 parsed payload, as its FastAPI handler calls it): what the reference spends outside its server. The ceiling and
-`bench-reference`'s figures together say whether a throughput target is within reach of one process on this
+`paywarden-bench reference`'s figures together say whether a throughput target is within reach of one process on this
 machine (docs/performance.md, "The floor").
 """
 
@@ -33,8 +33,8 @@ from domain.networks import DEVNET
 from domain.solana_tx import decode_wire, message_bytes, with_fee_payer_signature_wire
 from interfaces.adapters.chain.litesvm import LiteSvmChain
 from interfaces.adapters.signers import KeypairFeePayers
+from interfaces.bench.reference import funded_sandbox, reference_facilitator
 from interfaces.cli.bench import sign_payments
-from interfaces.cli.bench_reference import funded_sandbox, reference_facilitator
 
 AMOUNT = 1000
 STEPS = ("decode", "inspect", "co-sign", "simulate")
@@ -57,7 +57,7 @@ class Bench:
         self.sandbox = funded_sandbox(self.fee_payer_address, self.payer_address, self.pay_to)
         self.mint = self.sandbox.usdc_mint
         self.fee_payers = KeypairFeePayers([self.fee_payer])
-        # The request bodies `bench-reference` sends both facilitators, and the transactions in them.
+        # The request bodies `paywarden-bench reference` sends both facilitators, and the transactions in them.
         self.bodies = sign_payments(self.payer, count, fee_payer=self.fee_payer_address, network=DEVNET.caip2,
                                     pay_to=self.pay_to, amount=AMOUNT,
                                     blockhash=Hash.from_string(self.sandbox.latest_blockhash()[0]))
@@ -86,7 +86,8 @@ class Bench:
         return exact.payer == self.payer_address
 
     def reference_verify(self) -> Callable[[], int]:
-        """The x402 SDK's facilitator verify over every payment, in-process, as `bench-reference` serves it."""
+        """The x402 SDK's facilitator verify over every payment, in-process, as `paywarden-bench reference` serves
+        it."""
         from x402.schemas import PaymentPayload, PaymentRequirements
 
         facilitator = reference_facilitator(self.sandbox, self.fee_payer)
@@ -144,7 +145,7 @@ def report(figures: dict[str, Any]) -> Sequence[str]:
 
 def run(args: argparse.Namespace) -> int:
     if args.payments < 1 or args.rounds < 1:
-        raise SystemExit("paywarden bench-floor: --payments and --rounds must be at least 1")
+        raise SystemExit("paywarden-bench floor: --payments and --rounds must be at least 1")
     figures = measure(args.payments, args.rounds)
     print("\n".join(report(figures)))
     if args.json:

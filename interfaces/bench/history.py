@@ -1,8 +1,8 @@
-"""`paywarden bench-history`: does a request cost more on a store with a long history? The same load, side by side.
+"""`paywarden-bench history`: does a request cost more on a store with a long history? The same load, side by side.
 
 Each `--store LABEL=URL` gets its own `paywarden up` stack (one worker unless `--workers`), all started first and
 left running, on ports of their own. A URL is `sqlite:///DIR` or `postgresql://…/db` (fill one first with
-`paywarden bench-load`, or leave it empty), or `copy:DIR`, a fresh copy of the stopped SQLite store in DIR, or
+`paywarden-bench load`, or leave it empty), or `copy:DIR`, a fresh copy of the stopped SQLite store in DIR, or
 `new`, a new empty one: both made in the run's temporary directory and deleted after it, so a run never changes the
 store it measures and every run starts from the same history. Then, for each round, store after store so a change
 in the machine's load hits every store alike:
@@ -39,9 +39,9 @@ from solders.keypair import Keypair
 
 from domain.networks import DEVNET
 from interfaces.adapters.signers import read_keypair
+from interfaces.bench.load import TAGS
+from interfaces.bench.processes import cpu_delta, stop_child, tree_cpu
 from interfaces.cli.bench import Report, drive, faucet, rpc, run_clients, sign_payments
-from interfaces.cli.bench_load import TAGS
-from interfaces.cli.bench_reference import cpu_delta, stop_child, tree_cpu
 
 QUERIES = {
     "all": {},
@@ -188,7 +188,8 @@ def _line(stack: dict[str, Any], what: str, report: Report, load: float) -> dict
 def run(args: argparse.Namespace) -> int:
     stores = [s.partition("=") for s in args.store]
     if any(not label or not url for label, _, url in stores):
-        print("bench-history: --store LABEL=URL (sqlite:///DIR, postgresql://…, copy:DIR or new)", file=sys.stderr)
+        print("paywarden-bench history: --store LABEL=URL (sqlite:///DIR, postgresql://…, copy:DIR or new)",
+              file=sys.stderr)
         return 2
     if args.direct:
         with tempfile.TemporaryDirectory(prefix="pw-bench-history-") as tmp:
@@ -260,7 +261,8 @@ def store_url(url: str, index: int, work: Path) -> str:
         return f"sqlite://{directory}"
     source = Path(url.removeprefix("copy:"))
     if not (source / "payments.db").is_file():
-        raise SystemExit(f"bench-history: {url}: no SQLite store there (payments.db); fill one with bench-load")
+        raise SystemExit(f"paywarden-bench history: {url}: no SQLite store there (payments.db); "
+                         "fill one with `paywarden-bench load`")
     shutil.copytree(source, directory, symlinks=True)
     return f"sqlite://{directory}"
 
@@ -362,7 +364,7 @@ def _summary(runs: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="paywarden bench-history", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="paywarden-bench history", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -1,4 +1,4 @@
-"""`paywarden bench-reference`: Paywarden against the x402 SDK's own SVM facilitator, side by side, one command.
+"""`paywarden-bench reference`: Paywarden against the x402 SDK's own SVM facilitator, side by side, one command.
 
 The reference is the x402 package's `x402Facilitator` with its `exact` SVM scheme (`ExactSvmFacilitatorScheme`) and its
 `FacilitatorKeypairSigner`, served by FastAPI under uvicorn in one process, as the SDK's examples serve it. Its
@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +34,7 @@ from solders.hash import Hash
 from solders.keypair import Keypair
 
 from interfaces.adapters.signers import read_keypair
+from interfaces.bench.processes import cpu_delta, get_json, stop_child, tree_cpu, wait_answering
 from interfaces.cli.bench import Api, drive, faucet, rpc, sign_payments
 
 REFERENCE_ENV = "PAYWARDEN_REFERENCE_KEYS"  # "fee_payer.json,payer.json,pay_to.json" for the served app
@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def funded_sandbox(fee_payer: str, payer: str, pay_to: str) -> Any:
     """An in-process sandbox chain on which the fee payer has SOL, the payer SOL and USDC, and `pay_to` a USDC
-    account: what the reference facilitator (and `bench-floor`) verify against."""
+    account: what the reference facilitator (and `paywarden-bench floor`) verify against."""
     from interfaces.sandbox.chain import Sandbox
 
     sandbox = Sandbox()
@@ -118,7 +118,7 @@ def reference_facilitator(sandbox: Any, fee_payer: Keypair) -> Any:
 
 
 def reference_app() -> Any:  # no `from __future__ import annotations` here: FastAPI reads the handlers' types
-    """The FastAPI app uvicorn serves (`--factory interfaces.cli.bench_reference:reference_app`)."""
+    """The FastAPI app uvicorn serves (`--factory interfaces.bench.reference:reference_app`)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
     from x402.schemas import PaymentPayload, PaymentRequirements
@@ -160,34 +160,6 @@ def reference_app() -> Any:  # no `from __future__ import annotations` here: Fas
 # -- the runner ------------------------------------------------------------------------------------------------------
 
 
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return json.loads(resp.read())
-
-
-def wait_answering(url: str, child: subprocess.Popen, what: str, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {child.returncode}")
-        try:
-            _get_json(url)
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{what} did not answer {url} within {seconds:.0f} s")
-
-
-def stop_child(child: subprocess.Popen) -> None:
-    if child.poll() is None:
-        os.killpg(child.pid, 2)  # the child leads its own session: SIGINT stops it and its own children
-        try:
-            child.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, 9)
-            child.wait()
-
-
 def _start_reference(args: argparse.Namespace, work: Path, children: list) -> tuple[str, Keypair, str]:
     keys = []
     for name in ("ref-fee-payer", "ref-payer", "ref-pay-to"):
@@ -195,7 +167,7 @@ def _start_reference(args: argparse.Namespace, work: Path, children: list) -> tu
         path.write_text(json.dumps(list(bytes(Keypair()))))
         keys.append(path)
     env = {**os.environ, REFERENCE_ENV: ",".join(map(str, keys))}
-    argv = [sys.executable, "-m", "uvicorn", "--factory", "interfaces.cli.bench_reference:reference_app",
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "interfaces.bench.reference:reference_app",
             "--host", "127.0.0.1", "--port", str(args.reference_port), "--log-level", "warning",
             "--no-access-log"]
     child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -220,7 +192,7 @@ def _stack(args: argparse.Namespace) -> Iterator[dict[str, str]]:
     database = f"pw_bench_{secrets.token_hex(4)}"
     cache = redis.Redis.from_url(args.redis_url)
     if cache.dbsize():
-        raise SystemExit(f"bench-reference: {args.redis_url} is not empty; name an empty Redis database "
+        raise SystemExit(f"paywarden-bench reference: {args.redis_url} is not empty; name an empty Redis database "
                          "with --redis-url")
     with psycopg.connect(args.postgres_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{database}"')
@@ -249,64 +221,10 @@ def _start_paywarden(args: argparse.Namespace, work: Path, children: list, store
     if not line.startswith("{"):
         log.close()
         said = [t for t in (work / "paywarden.log").read_text().splitlines() if not t.startswith("{")]
-        raise SystemExit(f"bench-reference: paywarden up did not start (status {child.wait(10)}): "
+        raise SystemExit(f"paywarden-bench reference: paywarden up did not start (status {child.wait(10)}): "
                          + ("\n".join(said[-5:]) or line or "no output"))
     up = json.loads(line)
     return up
-
-
-# -- CPU per request, every process of a side ------------------------------------------------------------------------
-
-TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def tree_cpu(root: int) -> dict[int, tuple[str, float]]:
-    """CPU seconds (user + system) of a process and all its live descendants, by pid, with a short name: the
-    side's whole stack. Robust to the machine's other load, unlike throughput."""
-    stats: dict[int, tuple[int, list[str], float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()  # after the name: state, ppid, ..., utime (11), stime
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        stats[int(entry)] = (int(fields[1]), argv, (int(fields[11]) + int(fields[12])) / TICKS)
-    mine, queue = set(), [root]
-    while queue:
-        pid = queue.pop()
-        if pid in stats and pid not in mine:
-            mine.add(pid)
-            queue.extend(child for child, (ppid, _, _) in stats.items() if ppid == pid)
-    out = {}
-    for pid in mine:
-        ppid, argv, seconds = stats[pid]
-        name = _process_name(argv)
-        if ppid in stats and stats[ppid][1] == argv:
-            name += " worker"  # a gunicorn worker: the same command line as its master
-        out[pid] = (name, seconds)
-    return out
-
-
-def _process_name(argv: list[str]) -> str:
-    joined = " ".join(argv)
-    for needle, name in (("uvicorn", "reference (uvicorn)"), ("http.proxy.wsgi", "proxy gunicorn"),
-                         ("facilitator.wsgi", "API gunicorn"), (" up ", "up (localnet)"), (" serve ", "supervisor"),
-                         (" project", "projection worker"), (" webhooks", "webhook worker")):
-        if needle in joined + " ":
-            return name
-    return " ".join(argv[:3])
-
-
-def cpu_delta(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
-    """CPU seconds spent between two snapshots, summed by process name."""
-    spent: dict[str, float] = {}
-    for pid, (name, seconds) in after.items():
-        spent[name] = spent.get(name, 0.0) + seconds - before.get(pid, (name, 0.0))[1]
-    return spent
 
 
 class StoreTrips:
@@ -392,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
             up = _start_paywarden(args, work, children, stores)
             base_url, api_key, rpc_url = up["base_url"], up["api_key"], up["rpc_url"]
 
-            kind = _get_json(ref_url + "/supported")["kinds"][0]
+            kind = get_json(ref_url + "/supported")["kinds"][0]
             ref_fee_payer, ref_network = kind["extra"]["feePayer"], kind["network"]
             status, supported = Api(base_url, api_key, 10).request("GET", "/supported")
             if status != 200:
@@ -406,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
             def reference_bodies(count: int) -> list[bytes]:  # signed just before use: blockhashes expire
                 if args.op == "supported":
                     return [b""] * count
-                blockhash = Hash.from_string(_get_json(ref_url + "/blockhash")["blockhash"])
+                blockhash = Hash.from_string(get_json(ref_url + "/blockhash")["blockhash"])
                 return sign_payments(ref_payer, count, fee_payer=ref_fee_payer, network=ref_network,
                                      pay_to=ref_pay_to, amount=1000, blockhash=blockhash)
 
@@ -468,7 +386,7 @@ def _summary(runs: list[dict], args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-if __name__ == "__main__":  # `python -m interfaces.cli.bench_reference`, the same as `paywarden bench-reference`
-    parser = argparse.ArgumentParser(prog="bench-reference", description=__doc__.split("\n")[0])
+if __name__ == "__main__":  # `python -m interfaces.bench.reference`, the same as `paywarden-bench reference`
+    parser = argparse.ArgumentParser(prog="paywarden-bench reference", description=__doc__.split("\n")[0])
     add_arguments(parser)
     sys.exit(run(parser.parse_args()))
