@@ -26,6 +26,7 @@ from domain.webhook import (
     WebhookEndpoint,
     WebhookError,
     check_addresses,
+    check_url,
     endpoints_index_id,
     format_secret,
 )
@@ -100,9 +101,9 @@ class Webhooks(Leader[UUID]):
         (the event store keeps one event per version of the list; the others try again with the list as it is)."""
         secret = generate_secret()
         sealed = self._cipher.seal(secret)
+        self._check_resolves(check_url(url, production=self._production))  # once, not per attempt to save
         for _ in range(SAVE_ATTEMPTS):
             endpoint = WebhookEndpoint.create(merchant, url, events, sealed, production=self._production)
-            self._check_resolves(endpoint.url)
             index = self._index(merchant)
             index.add(str(endpoint.id), at_most=MAX_ENDPOINTS)
             try:
