@@ -6,14 +6,19 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.services import POSTGRES
 
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
+
+@pytest.mark.timeout(900)  # five servers, an npm install, each contender verifying and settling
 def test_every_contender_verifies_and_settles_and_every_row_is_printed(tmp_path):
     done = subprocess.run([sys.executable, "-m", "interfaces.bench", "production", "--requests", "6", "--warmup", "2",
                            "--rounds", "1", "--concurrency", "2", "--postgres-url", POSTGRES, "--npm-folder",
                            str(tmp_path / "npm"), "--json"],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     result = json.loads(lines[-1])

@@ -15,7 +15,7 @@ from redis.client import Pipeline
 
 from tests.conftest import Gateway, make_gateway
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 PAYMENTS = 5
 
