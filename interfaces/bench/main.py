@@ -15,6 +15,9 @@ from importlib import import_module
 # subcommand: (module, one line of help). Each module has `add_arguments(parser)` and `run(args) -> int`.
 COMMANDS = {
     "reference": ("interfaces.bench.reference", "Paywarden beside the x402 SDK's facilitator, same load"),
+    "production": ("interfaces.bench.production", "every facilitator with the chain out of process (one localnet): "
+                                                  "the TypeScript and Python references, Paywarden embedded and on "
+                                                  "PostgreSQL + Redis, alternating; CPU per request of every process"),
     "floor": ("interfaces.bench.floor", "the CPU of a verify's chain work alone, in one process: the ceiling of one "
                                          "core, beside the reference's own verify"),
     "http-floor": ("interfaces.bench.http_floor", "the HTTP server alone, CPU per request: Paywarden's (gunicorn + "

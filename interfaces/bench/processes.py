@@ -75,7 +75,8 @@ def tree_cpu(root: int) -> dict[int, tuple[str, float]]:
 
 def _process_name(argv: list[str]) -> str:
     joined = " ".join(argv)
-    for needle, name in (("uvicorn", "reference (uvicorn)"), ("http.proxy.wsgi", "proxy gunicorn"),
+    for needle, name in (("uvicorn", "reference (uvicorn)"), ("facilitator.mjs", "TypeScript facilitator (node)"),
+                         ("http.proxy.wsgi", "proxy gunicorn"),
                          ("facilitator.wsgi", "API gunicorn"), (" up ", "up (localnet)"), (" serve ", "supervisor"),
                          (" project", "projection worker"), (" webhooks", "webhook worker")):
         if needle in joined + " ":
