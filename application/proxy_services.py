@@ -17,6 +17,7 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
 from eventsourcing.system import Leader
 
+from domain.mcp_tools import KIND_MCP, ToolPrice, check_kind
 from domain.merchant import Merchant
 from domain.networks import SCHEME_EXACT, network
 from domain.proxy_service import (
@@ -79,6 +80,10 @@ class _RouteTranscoding(_FrozenTranscoding):
     type, name = Route, "proxy_route"
 
 
+class _ToolPriceTranscoding(_FrozenTranscoding):
+    type, name = ToolPrice, "proxy_tool_price"
+
+
 # A Leader: each save prompts the followers it leads, the read models of its log in the commanding process, before
 # the command returns (projections/read_your_writes.py).
 class ProxyServices(Leader[uuid.UUID]):
@@ -88,6 +93,7 @@ class ProxyServices(Leader[uuid.UUID]):
         super().register_transcodings(transcoder)
         transcoder.register(_BaseUrlTranscoding())
         transcoder.register(_RouteTranscoding())
+        transcoder.register(_ToolPriceTranscoding())
 
     def __init__(self, env: Mapping[str, str] | None = None, *, merchants: MerchantDirectory | None = None,
                  secrets: Secrets | None = None, sandbox: bool = True,
@@ -108,7 +114,9 @@ class ProxyServices(Leader[uuid.UUID]):
     def create_service(self, merchant: str, name: str, domain: str | None = None, subdomain: str = "",
                        path_suffix: str = "", port: int | None = None,
                        upstream_auth: tuple[str, str] | None = None, slug: str | None = None,
-                       token: str | None = None) -> ProxyService:
+                       token: str | None = None, kind: str = "http") -> ProxyService:
+        """`kind`: `http` (priced routes) or `mcp` (an MCP server; priced tools, docs/mcp.md)."""
+        check_kind(kind)
         base = self._base_url(merchant, domain, subdomain, path_suffix, port)
         token = token or uuid.uuid4().hex
         new_id = str(ProxyService.create_id(merchant, token))
@@ -117,6 +125,7 @@ class ProxyServices(Leader[uuid.UUID]):
                 return created  # a retried create with the same token
             claim, chosen = self._claim(base, new_id, slug)
             service = ProxyService.create(merchant, token, name, base, chosen)
+            service.choose_kind(kind)
             if upstream_auth is not None:
                 service.set_upstream_auth(upstream_auth[0], self._encrypt(upstream_auth[1]))
             index = self._index(merchant)
@@ -196,6 +205,31 @@ class ProxyServices(Leader[uuid.UUID]):
 
     def remove_route(self, merchant: str, service_id: str, route_id: str) -> None:
         self._change(merchant, service_id, lambda s: s.remove_route(route_id))
+
+    # -- an mcp service's tools ------------------------------------------------------------------------------
+
+    def price_tool(self, merchant: str, service_id: str, *, name: str, price: int, pay_to: str,
+                   network_id: str | None = None, asset: str | None = None, **terms: Any) -> ToolPrice:
+        """Price a tool of an `mcp` service by name (terms: `description`, `max_timeout_seconds`,
+        `input_schema`); pricing a priced tool again replaces its price."""
+        service = self.get_service(merchant, service_id)
+        chosen_network, chosen_asset = self._capability(merchant, network_id, asset)
+        tool = ToolPrice.checked(name=name, price=price, network=chosen_network, asset=chosen_asset, pay_to=pay_to,
+                                 **terms)
+        service.price_tool(tool)
+        self.save(service)
+        return tool
+
+    def unprice_tool(self, merchant: str, service_id: str, name: str) -> None:
+        """The tool is free again (its calls pass through unpaid)."""
+        self._change(merchant, service_id, lambda s: s.unprice_tool(name))
+
+    @staticmethod
+    def tool_price(service: ProxyService, name: object) -> ToolPrice | None:
+        """The price of a `tools/call` of `name` on the service, or None when the call passes free."""
+        if service.kind != KIND_MCP or not isinstance(name, str):
+            return None
+        return service.tools.get(name)
 
     # -- queries ------------------------------------------------------------------------------------------
 

@@ -10,11 +10,13 @@ module, whose name is part of every stored event's topic.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from domain.mcp_tools import KIND_HTTP, KIND_MCP, ToolPrice
 from domain.merchant import merchant_id
 from domain.proxy_values import (
     DEFAULT_BODY_LIMIT,
@@ -53,6 +55,7 @@ def service_id(merchant: str, token: str) -> UUID:
 class ProxyService(Aggregate):
     pass_cookies = False  # Cookie and Set-Cookie pass through only when the merchant opts in (also for snapshots
     # taken before the setting existed)
+    kind = KIND_HTTP  # or mcp (domain/mcp_tools.py), chosen at creation; services made before kinds are http
 
     class Created(Aggregate.Created):
         merchant: str
@@ -102,6 +105,15 @@ class ProxyService(Aggregate):
     class Deleted(Aggregate.Event):
         pass
 
+    class KindChosen(Aggregate.Event):
+        kind: str
+
+    class ToolPriced(Aggregate.Event):
+        tool: dict[str, Any]
+
+    class ToolUnpriced(Aggregate.Event):
+        name: str
+
     @staticmethod
     def create_id(merchant: str, token: str, **_: Any) -> UUID:
         return service_id(merchant, token)
@@ -125,6 +137,11 @@ class ProxyService(Aggregate):
     @property
     def base_url(self) -> str:
         return self.base.url
+
+    @property
+    def tools(self) -> Mapping[str, ToolPrice]:
+        """An mcp service's priced tools by name (none in a snapshot taken before tools were priced)."""
+        return vars(self).get("priced_tools") or {}
 
     def rename(self, name: str) -> None:
         self._alive()
@@ -199,8 +216,46 @@ class ProxyService(Aggregate):
     def _set_pass_cookies(self, enabled: bool) -> None:
         self.pass_cookies = enabled
 
+    def choose_kind(self, kind: str) -> None:
+        """An `mcp` service's kind is chosen in the save that creates it, before any route or tool."""
+        self._alive()
+        if self.routes or self.tools or self.kind != KIND_HTTP:
+            raise ProxyServiceConflictError("a service's kind is chosen when it is created", field="kind")
+        if kind != self.kind:
+            self._choose_kind(kind=kind)
+
+    @event(KindChosen)
+    def _choose_kind(self, kind: str) -> None:
+        self.kind = kind
+
+    def price_tool(self, tool: ToolPrice) -> None:
+        """Price an MCP tool by name (a new price for a priced tool replaces the old one)."""
+        self._alive()
+        if self.kind != KIND_MCP:
+            raise ProxyServiceConflictError("tools are priced on an mcp service; this one takes routes",
+                                            field="tool")
+        current = self.tools.get(tool.name)
+        if current is None or current.as_dict() != tool.as_dict():
+            self._price_tool(tool=tool.as_dict())
+
+    @event(ToolPriced)
+    def _price_tool(self, tool: dict[str, Any]) -> None:
+        self.priced_tools = {**self.tools, tool["name"]: ToolPrice(**tool)}
+
+    def unprice_tool(self, name: str) -> None:
+        self._alive()
+        if name not in self.tools:
+            raise ProxyServiceError(f"no priced tool {name}", field="tool")
+        self._unprice_tool(name=name)
+
+    @event(ToolUnpriced)
+    def _unprice_tool(self, name: str) -> None:
+        self.priced_tools = {k: v for k, v in self.tools.items() if k != name}
+
     def add_route(self, route: Route) -> None:
         self._alive()
+        if self.kind == KIND_MCP:
+            raise ProxyServiceConflictError("an mcp service prices tools, not routes", field="path")
         if route.id in self.routes or any((r.method, r.path) == (route.method, route.path)
                                           for r in self.routes.values()):
             raise ProxyServiceConflictError(f"a route {route.method} {route.path} already exists", field="path")
@@ -224,6 +279,8 @@ class ProxyService(Aggregate):
         self._alive()
         if self.routes:
             raise ProxyServiceConflictError(f"the service has {len(self.routes)} route(s); delete them first")
+        if self.tools:
+            raise ProxyServiceConflictError(f"the service has {len(self.tools)} priced tool(s); unprice them first")
         self._delete()
 
     @event(Deleted)

@@ -12,7 +12,8 @@ STORED = {
     "domain.proxy_service:Delivery": Delivery,
     **{f"domain.proxy_service:ProxyService.{name}": getattr(ProxyService, name) for name in (
         "Created", "Renamed", "BaseUrlChanged", "Activated", "Deactivated", "UpstreamAuthSet",
-        "UpstreamAuthCleared", "BodyLimitSet", "CookiesPassed", "RouteAdded", "RouteRemoved", "Deleted")},
+        "UpstreamAuthCleared", "BodyLimitSet", "CookiesPassed", "RouteAdded", "RouteRemoved", "Deleted", "KindChosen",
+        "ToolPriced", "ToolUnpriced")},
     **{f"domain.proxy_service:MerchantServices.{name}": getattr(MerchantServices, name) for name in (
         "Started", "ServiceAdded", "ServiceRemoved")},
     "domain.proxy_service:Delivery.Committed": Delivery.Committed,
