@@ -21,6 +21,7 @@ from interfaces.http.console.security import LoginThrottle
 from interfaces.http.console.sessions import RedisSessionStore, Sessions, SessionStore, SqliteSessionStore
 from interfaces.http.facilitator import app as api
 from interfaces.http.proxy import factory as proxy
+from interfaces.http.proxy.mcp_upstream import upstream_tools
 from interfaces.runtime.probes import FollowedLog, Probes, ProbeTargets
 from interfaces.runtime.webhook_service import WebhookCollaborators, WebhookService
 from interfaces.runtime.workers import PROJECTIONS
@@ -76,6 +77,7 @@ def console_collaborators(container: Container, *, api_url: str = "",
 
     sessions = Sessions(store, derived_key(config, CONSOLE_CSRF), password_hash_of=password_hash_of)
     health = functools.partial(console.fee_payer_health, probes or Probes(probe_targets(container)))
+    outbound = OutboundClient(GetaddrinfoResolver(), OutboundPolicy.for_mode(sandbox=config.sandbox))  # tools/list
     return console.Collaborators(
         merchants=container.merchants, accounts=accounts, key_uses=container.key_uses, sessions=sessions,
         proxies=container.proxies,
@@ -86,6 +88,7 @@ def console_collaborators(container: Container, *, api_url: str = "",
         trusted_proxies=config.trusted_proxies, api_url=api_url, fee_payers=health,
         proxy_url=config.proxy_url, payment_volume=container.payment_volume,
         books=container.books.status if container.books is not None else lambda: None,
+        mcp_tools=functools.partial(upstream_tools, outbound, container.proxies),
     )
 
 

@@ -88,6 +88,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "domain": ("interfaces.cli.merchants", "verified domains"),
     "service": ("interfaces.cli.proxy", "proxy services"),
     "route": ("interfaces.cli.proxy", "priced routes of a service"),
+    "tool": ("interfaces.cli.mcp_tools", "priced tools of an mcp service"),
     "payments": ("interfaces.cli.payments", "a merchant's payments (export as CSV)"),
     "webhooks": ("interfaces.cli.webhooks", "webhook endpoints, and the delivery worker (no action: run it)"),
     "audit": ("interfaces.cli.audit", "the auditor's tools"),

@@ -38,7 +38,8 @@ def service_create(args: argparse.Namespace) -> int:
     c = _container(args)
     auth = _secret_from_stdin(args.upstream_auth) if args.upstream_auth else None
     service = c.proxies.create_service(args.merchant, args.name, args.domain, args.subdomain or "",
-                                       args.path_suffix or "", args.port, upstream_auth=auth, slug=args.slug)
+                                       args.path_suffix or "", args.port, upstream_auth=auth, slug=args.slug,
+                                       kind=args.kind)
     _print(service_json(service, c.config.proxy_url))
     return 0
 
@@ -146,6 +147,8 @@ def add_commands(commands: Any) -> None:
     create.add_argument("--name", required=True, help="the service's name")
     base_url_arguments(create, "a verified domain (default: the only one); localhost in sandbox mode")
     create.add_argument("--slug", help="operator only: a custom slug")
+    create.add_argument("--kind", choices=("http", "mcp"), default="http",
+                        help="http (priced routes, the default) or mcp (an MCP server; `paywarden tool` prices tools)")
     command(service, "list", service_list, "a merchant's services")
     command(service, "show", service_show, "one service", one)
     update = command(service, "update", service_update, "rename, (de)activate, move, set upstream auth or body limit",

@@ -8,7 +8,17 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 import falcon
 
-from interfaces.http.console import api, errors, listing_pages, pages, payments, service_pages, services, webhooks
+from interfaces.http.console import (
+    api,
+    errors,
+    listing_pages,
+    pages,
+    payments,
+    service_pages,
+    services,
+    tool_pages,
+    webhooks,
+)
 from interfaces.http.console.collaborators import Collaborators
 from interfaces.http.console.security import SessionMiddleware
 
@@ -36,6 +46,7 @@ def create_app(c: Collaborators) -> falcon.App:
     pages.add_routes(app, c, login)
     webhooks.add_routes(app, c, pages.templates())
     service_pages.add_routes(app, c)
+    tool_pages.add_routes(app, c)
     payments.add_routes(app, c, pages.templates())
     listing_pages.add_routes(app, c)
     errors.register(app)

@@ -12,6 +12,7 @@ import falcon
 from application.listings import Listings
 from application.merchants import Merchants
 from application.proxy_services import ProxyServices
+from domain.proxy_service import ProxyService
 from interfaces.http.console.security import LoginThrottle
 from interfaces.http.console.sessions import Sessions
 from interfaces.runtime.probes import Probes
@@ -48,6 +49,7 @@ class Collaborators:
     books: Callable[[], dict[str, Any] | None] = lambda: None  # the last reconciliation with the chain
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
     payment_volume: PaymentVolumeView | None = None  # the overview's chart, payments' services
+    mcp_tools: Callable[[ProxyService], list[dict[str, Any]]] | None = None  # an mcp service's server's tools/list
 
 
 class Resource:

@@ -22,7 +22,7 @@ def service_json(service: ProxyService, proxy_url: str) -> dict[str, Any]:
         "domain": base.domain, "subdomain": base.subdomain or None, "pathSuffix": base.path_suffix or None,
         "port": base.port, "bodyLimit": service.body_limit, "passCookies": service.pass_cookies,
         "upstreamAuth": {"header": service.auth_header, "set": True} if service.auth_header else None,
-        "routes": len(service.routes),
+        "routes": len(service.routes), "kind": service.kind, "tools": len(service.tools),
     }
 
 

@@ -23,6 +23,7 @@ NOTICES = {
     "saved": "Saved.", "activated": "The service takes traffic again.",
     "deactivated": "The service is inactive: its gateway URL answers 503 and forwards nothing.",
     "deleted": "Service deleted.", "route-added": "Route added.", "route-deleted": "Route deleted.",
+    "tool-priced": "Tool priced: its calls are now paid.", "tool-unpriced": "The tool is free again.",
 }
 
 
@@ -71,7 +72,7 @@ class ServicesPage(_ServicePage):
             port = int(form["port"]) if form.get("port") else None
             service = self._proxies.create_service(self.merchant(req), form.get("name", ""), form.get("domain") or None,
                                                    form.get("subdomain", ""), form.get("path_suffix", ""), port,
-                                                   upstream_auth=auth)
+                                                   upstream_auth=auth, kind=form.get("kind") or "http")
         except ValueError:
             return self.refused(req, resp, ProxyServiceError("a port is a number", field="port"), form,
                                 **self.context(req))
@@ -89,8 +90,13 @@ class _OneServicePage(_ServicePage):
 
     def context_of(self, req: falcon.Request, service_id: str) -> dict[str, Any]:
         service = self._proxies.get_service(self.merchant(req), service_id)
-        return {"service": service_json(service, self._c.proxy_url),
-                "routes": [route_json(r) for r in service.routes.values()]}
+        context = {"service": service_json(service, self._c.proxy_url),
+                   "routes": [route_json(r) for r in service.routes.values()]}
+        if service.kind == "mcp":
+            from interfaces.http.console.tool_pages import tool_rows
+
+            context.update(tool_rows(self._c, service))
+        return context
 
 
 class ServicePage(_OneServicePage):

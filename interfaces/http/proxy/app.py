@@ -37,6 +37,7 @@ from application.ports import FeePayers, Upstream, UpstreamAnswer
 from application.proxy_services import ProxyServices
 from domain.clients import Capability, Client, merchant_client_id
 from domain.codes import Code
+from domain.mcp_tools import KIND_MCP
 from domain.merchant import merchant_id
 from domain.proxy_service import ProxyService, Route
 from domain.routes import PathRefusedError, forwarding_path
@@ -44,6 +45,7 @@ from domain.x402 import Requirements
 from interfaces.adapters.outbound import OutboundClient, OutboundError, OutboundResponse
 from interfaces.http.proxy import metrics
 from interfaces.http.proxy.forwarding import Origin, raw_path, request_headers, response_headers, upstream_headers
+from interfaces.http.proxy.mcp import McpGateway
 from interfaces.http.proxy.payment import (
     BadPaymentHeaderError,
     encode_header,
@@ -102,6 +104,9 @@ class ProxyApp:
         self._proxies, self._payments, self._accounts = proxies, payments, accounts
         self._fee_payers, self._outbound, self._public_url = fee_payers, outbound, public_url.rstrip("/")
         self._domains, self._trusted, self._metrics_token = domains, trusted_proxies, metrics_token
+        self._mcp = McpGateway(proxies, payments, fee_payers, outbound, client_of=self._client,
+                               base_url_of=self._base_url, body_of=self._body, refuse=Reply, log_answer=self._log,
+                               trusted_proxies=trusted_proxies)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         exchange = Exchange(environ, str(environ.get("REQUEST_METHOD", "GET")).upper(), started=time.perf_counter())
@@ -130,6 +135,8 @@ class ProxyApp:
             raise Reply(503, {"error": "service_inactive", "message": "this service is not taking traffic"})
         if self._domains is not None and (refused := self._domains.refusal(service)) is not None:
             raise Reply(503, {"error": refused[0], "message": refused[1]})
+        if service.kind == KIND_MCP:  # the gateway URL is an MCP server's endpoint (docs/mcp.md)
+            return self._mcp.handle(x, rest, start_response)
         try:
             x.path = forwarding_path("/" + rest)
         except PathRefusedError as refused:

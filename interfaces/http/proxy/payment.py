@@ -78,11 +78,11 @@ def parse_signature(header: str, route: Route, url: str) -> PaymentPayload:
         raise BadPaymentHeaderError("PAYMENT-SIGNATURE carries no payload.transaction")
     accepted = data.get("accepted")
     bazaar = bazaar_extension(route)
-    return PaymentPayload(transaction=transaction, accepted=None if accepted is None else _accepted(accepted),
+    return PaymentPayload(transaction=transaction, accepted=None if accepted is None else accepted_terms(accepted),
                           resource=resource(route, url), extensions={"bazaar": bazaar} if bazaar else {})
 
 
-def _accepted(value: Any) -> Requirements:
+def accepted_terms(value: Any) -> Requirements:
     """The terms the client accepted, as written (only their shape is checked here)."""
     if not isinstance(value, dict):
         raise BadPaymentHeaderError("PAYMENT-SIGNATURE's accepted is not an object")

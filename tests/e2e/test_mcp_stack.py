@@ -1,0 +1,149 @@
+"""Agents pay per tool call: an MCP server that knows nothing of payments behind `paywarden up`'s proxy, paid by
+the official `x402.mcp` client over the `mcp` SDK's Streamable HTTP client session, with the SVM `exact` scheme.
+
+The server is built with the `mcp` SDK (2.x), once answering JSON and once `text/event-stream`; the merchant
+registers it with the CLI (`service create --kind mcp`, `tool list --upstream`, `tool price`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from solana.rpc.api import Client
+
+from tests.e2e.test_stack import PRICE, payer_keypair, usdc_balance
+from tests.mcp_servers import SessionAdapter, Upstream, run, serving
+
+pytestmark = pytest.mark.slow
+
+
+def cli(stack, *argv: str) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
+    env["PAYWARDEN_DATA_DIR"] = str(stack.data_dir)
+    done = subprocess.run([stack.process.args[0], *argv], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(params=["json", "sse"])
+def gateway(request, stack) -> Iterator[tuple[str, Upstream, str]]:
+    """An MCP service of the sandbox merchant in front of a fresh MCP server; `get_weather`, `get_forecast` and
+    `broken` priced at PRICE (the demo route's price and payTo, so one payment could open either door)."""
+    upstream = Upstream(json_response=request.param == "json")
+    with serving(upstream.app, upstream.port):
+        service = cli(stack, "service", "create", "--merchant", "sandbox", "--name", f"Weather {request.param}",
+                      "--domain", "localhost", "--port", str(upstream.port), "--path-suffix", "/mcp", "--kind", "mcp")
+        assert service["kind"] == "mcp"
+        listed = cli(stack, "tool", "list", "--merchant", "sandbox", "--service", service["id"], "--upstream")
+        assert {t["name"] for t in listed} == {"get_weather", "get_forecast", "broken", "echo"}
+        assert not any(t["priced"] for t in listed)
+        for name in ("get_weather", "get_forecast", "broken"):
+            priced = cli(stack, "tool", "price", name, "--merchant", "sandbox", "--service", service["id"],
+                         "--price", str(PRICE), "--pay-to", stack["pay_to"])
+        assert priced["inputSchema"]["type"] == "object" and priced["description"] == "A tool that always fails"
+        yield service["gatewayUrl"], upstream, request.param
+
+
+def paying_client(stack, session: Any, progress: list[Any] | None = None) -> Any:
+    from x402 import x402ClientSync
+    from x402.mcp import x402MCPClient
+    from x402.mechanisms.svm.exact import ExactSvmScheme
+    from x402.mechanisms.svm.signers import KeypairSigner
+
+    payments = x402ClientSync()
+    payments.register("solana:*", ExactSvmScheme(KeypairSigner(payer_keypair(stack)), rpc_url=stack["rpc_url"]))
+
+    async def on_progress(*seen: Any) -> None:
+        if progress is not None:
+            progress.append(seen)
+
+    return x402MCPClient(SessionAdapter(session, on_progress), payments, auto_payment=True)
+
+
+async def in_session(url: str, story: Any) -> Any:
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await story(session)
+
+
+def test_an_agent_pays_a_tool_call_and_gets_its_result_with_the_payment_response(stack, gateway):
+    from x402.mcp import PaymentRequiredError
+    from x402.mcp.utils import attach_payment_to_meta
+
+    url, upstream, mode = gateway
+    rpc = Client(stack["rpc_url"])
+    before = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
+    progress: list[Any] = []
+
+    async def story(session: Any) -> dict[str, Any]:
+        seen: dict[str, Any] = {"tools": [t.name for t in (await session.list_tools()).tools]}
+        # unpaid: the payment-required tool result, as the SDK reads it
+        unpaid = paying_client(stack, session)
+        unpaid._auto_payment = False
+        with pytest.raises(PaymentRequiredError) as required:
+            await unpaid.call_tool("get_weather", {"city": "Lisbon"})
+        seen["required"] = required.value.payment_required
+        # a free tool passes through unpaid
+        seen["free"] = await paying_client(stack, session).call_tool("echo", {"text": "hello"})
+        # paid: the result and the settle answer
+        client = paying_client(stack, session, progress)
+        payloads: list[Any] = []
+        client.on_after_payment(lambda context: payloads.append(context.payment_payload))
+        seen["paid"] = await client.call_tool("get_weather", {"city": "Lisbon"})
+        # the same payment again: refused without reaching the server
+        seen["replay"] = await client.call_tool_with_payment("get_weather", {"city": "Lisbon"}, payloads[0])
+        # the same payment on another priced tool: refused as well
+        seen["other_tool"] = await client.call_tool_with_payment("get_forecast", {"city": "Lisbon"}, payloads[0])
+        seen["payload"] = attach_payment_to_meta({}, payloads[0])["_meta"]["x402/payment"]
+        return seen
+
+    seen = run(in_session(url, story))
+    assert set(seen["tools"]) == {"get_weather", "get_forecast", "broken", "echo"}
+    accepts = seen["required"].accepts[0]
+    assert (accepts.amount, accepts.pay_to, accepts.network) == (str(PRICE), stack["pay_to"], stack["network"])
+    assert seen["required"].resource.url == url
+    bazaar = seen["required"].extensions["bazaar"]["info"]["input"]
+    assert (bazaar["type"], bazaar["toolName"], bazaar["transport"]) == ("mcp", "get_weather", "streamable-http")
+    assert bazaar["inputSchema"]["properties"]["city"]["type"] == "string"
+    assert seen["free"].payment_made is False and seen["free"].content[0]["text"] == "hello"
+    paid = seen["paid"]
+    assert paid.is_error is False and paid.content[0]["text"] == "sunny in Lisbon"
+    assert paid.payment_response.success is True and paid.payment_response.transaction
+    assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
+    assert upstream.calls["get_weather"] == 1 and "get_forecast" not in upstream.calls
+    for refused in (seen["replay"], seen["other_tool"]):
+        assert refused.is_error is True and refused.payment_response is None
+        assert "duplicate_settlement" in refused.content[0]["text"]
+    if mode == "sse":  # the progress notification around the result passed on, and before it
+        assert progress and progress[0][2] == "looking at the sky"
+    # the same payment at the HTTP proxy's demo route (same price, same payTo): refused too
+    signature = base64.b64encode(json.dumps(seen["payload"]).encode()).decode()
+    replay = requests.get(stack["demo_proxy_url"], headers={"PAYMENT-SIGNATURE": signature}, timeout=30)
+    assert replay.status_code == 402
+    assert json.loads(base64.b64decode(replay.headers["PAYMENT-REQUIRED"]))["error"] == "duplicate_settlement"
+    assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
+
+
+def test_a_tool_error_is_not_charged(stack, gateway):
+    url, upstream, _ = gateway
+    rpc = Client(stack["rpc_url"])
+    before = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
+
+    async def story(session: Any) -> Any:
+        return await paying_client(stack, session).call_tool("broken", {})
+
+    failed = run(in_session(url, story))
+    assert failed.payment_made is True and failed.is_error is True and failed.payment_response is None
+    assert "broken" in failed.content[0]["text"]  # the server's own error result, passed on
+    assert upstream.calls["broken"] == 1
+    assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before
