@@ -19,6 +19,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
 
 from tests.faults import free_port
 
@@ -96,3 +97,50 @@ class SessionAdapter:
 
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
+
+
+class OwnPaidServer:
+    """A merchant's own paid MCP server: x402's MCP payment wrapper around a tool, its facilitator Paywarden
+    (`HTTPFacilitatorClientSync` with the merchant's API key), its Bazaar MCP extension declared.
+
+    x402's `create_payment_wrapper` decorator is written for `mcp` 1.x's FastMCP; with `mcp` 2.x the same payment
+    logic is x402's framework-neutral `create_payment_wrapper_sync` (handler `(args, extra)`, the request's
+    `_meta` in `extra`), bridged to an `MCPServer` tool in a few lines here."""
+
+    def __init__(self, facilitator_url: str, api_key: str, network: str, pay_to: str, price: int) -> None:
+        from x402 import x402ResourceServerSync
+        from x402.extensions.bazaar import DeclareMcpDiscoveryConfig, declare_mcp_discovery_extension
+        from x402.http import HTTPFacilitatorClientSync
+        from x402.mcp import ResourceInfo, SyncPaymentWrapperConfig, create_payment_wrapper_sync
+        from x402.mechanisms.svm.exact import ExactSvmServerScheme
+        from x402.schemas import ResourceConfig
+
+        from tests.e2e.x402_merchants import paywarden_headers
+
+        facilitator = HTTPFacilitatorClientSync({"url": facilitator_url, "create_headers": paywarden_headers(api_key)})
+        resource_server = x402ResourceServerSync(facilitator)
+        resource_server.register("solana:*", ExactSvmServerScheme())
+        resource_server.initialize()
+        accepts = resource_server.build_payment_requirements(ResourceConfig(
+            scheme="exact", pay_to=pay_to, price=f"${price / 1_000_000}", network=network))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        schema = {"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]}
+        paid = create_payment_wrapper_sync(resource_server, SyncPaymentWrapperConfig(
+            accepts=accepts, resource=ResourceInfo(url=self.url, description="A premium stock quote"),
+            extensions=declare_mcp_discovery_extension(DeclareMcpDiscoveryConfig(
+                tool_name="premium_quote", description="A premium stock quote", input_schema=schema,
+                transport="streamable-http"))))
+        handler = paid(lambda args, _: {"content": [{"type": "text", "text": f"{args['symbol']}: 42.00"}]})
+        self.runs = 0
+        server = MCPServer("quotes")
+
+        @server.tool(description="A premium stock quote")
+        def premium_quote(symbol: str, ctx: Context) -> CallToolResult:
+            self.runs += 1
+            meta = dict(ctx.request_context.meta or {})
+            done = handler({"symbol": symbol}, {"_meta": meta, "toolName": "premium_quote"})
+            return CallToolResult(content=done.content, isError=done.is_error,
+                                  structuredContent=done.structured_content, _meta=done.meta or None)
+
+        self.app = server.streamable_http_app(json_response=True)

@@ -19,7 +19,7 @@ import requests
 from solana.rpc.api import Client
 
 from tests.e2e.test_stack import PRICE, payer_keypair, usdc_balance
-from tests.mcp_servers import SessionAdapter, Upstream, run, serving
+from tests.mcp_servers import OwnPaidServer, SessionAdapter, Upstream, run, serving
 
 pytestmark = pytest.mark.slow
 
@@ -147,3 +147,19 @@ def test_a_tool_error_is_not_charged(stack, gateway):
     assert "broken" in failed.content[0]["text"]  # the server's own error result, passed on
     assert upstream.calls["broken"] == 1
     assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before
+
+
+def test_a_merchants_own_paid_mcp_server_settles_with_paywarden_as_its_facilitator(stack):
+    """No proxy: the merchant runs x402's MCP payment wrapper itself, with Paywarden's facilitator API."""
+    own = OwnPaidServer(stack["base_url"], stack["api_key"], stack["network"], stack["pay_to"], PRICE)
+    rpc = Client(stack["rpc_url"])
+    before = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
+
+    async def story(session: Any) -> Any:
+        return await paying_client(stack, session).call_tool("premium_quote", {"symbol": "ACME"})
+
+    with serving(own.app, own.port):
+        paid = run(in_session(own.url, story))
+    assert paid.is_error is False and paid.content[0]["text"] == "ACME: 42.00", paid.content
+    assert paid.payment_response.success is True and paid.payment_response.transaction
+    assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
