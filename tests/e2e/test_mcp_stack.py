@@ -111,7 +111,7 @@ def test_an_agent_pays_a_tool_call_and_gets_its_result_with_the_payment_response
     assert set(seen["tools"]) == {"get_weather", "get_forecast", "broken", "echo"}
     accepts = seen["required"].accepts[0]
     assert (accepts.amount, accepts.pay_to, accepts.network) == (str(PRICE), stack["pay_to"], stack["network"])
-    assert seen["required"].resource.url == url
+    assert seen["required"].resource.url == f"{url}#get_weather"  # the gateway URL, the tool as its fragment
     bazaar = seen["required"].extensions["bazaar"]["info"]["input"]
     assert (bazaar["type"], bazaar["toolName"], bazaar["transport"]) == ("mcp", "get_weather", "streamable-http")
     assert bazaar["inputSchema"]["properties"]["city"]["type"] == "string"

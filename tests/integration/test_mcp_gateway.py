@@ -15,6 +15,7 @@ import requests
 
 from domain.networks import DEVNET
 from interfaces.http.proxy.factory import create_app as create_proxy_app
+from interfaces.runtime.workers import catch_up_all
 from interfaces.wiring import proxy_collaborators
 from tests.conftest import USDC, Gateway, make_gateway
 from tests.faults import free_port
@@ -131,13 +132,20 @@ def test_a_priced_call_pays_once_and_a_tool_error_or_a_failed_server_is_not_char
     unpaid = stack.post(call(5, "get_weather", {"city": "Oslo"}), session).json()
     assert unpaid["id"] == 5 and unpaid["result"]["isError"] is True
     required = unpaid["result"]["structuredContent"]
-    assert required["accepts"][0]["amount"] == str(PRICE) and required["resource"]["url"] == stack.url
+    assert required["accepts"][0]["amount"] == str(PRICE) and required["resource"]["url"] == f"{stack.url}#get_weather"
     assert stack.upstream.calls == {}
     before = stack.balance()
     paid = stack.post(call(6, "get_weather", {"city": "Oslo"}, stack.payment(required)), session).json()
     assert paid["id"] == 6 and paid["result"]["content"][0]["text"] == "sunny in Oslo"
     assert paid["result"]["_meta"]["x402/payment-response"]["success"] is True
     assert stack.balance() == before + PRICE
+    # the payments list, CSV and charts name the service and the tool (the resource URL's fragment)
+    container = stack.gateway.container
+    catch_up_all(container, ["payment_list", "payment_volume"])  # what the projection worker does
+    page = container.payment_list.get_page(state="CONFIRMED")
+    (service, resource), = container.payment_volume.get_services([r.payment_id for r in page.items]).values()
+    slug = stack.url.rsplit("/", 1)[1]
+    assert service.endswith(f"/{slug}") and resource == f"{stack.url}#get_weather"
     # a tool error: passed on, not charged
     broken_required = stack.post(call(7, "broken"), session).json()["result"]["structuredContent"]
     failed = stack.post(call(8, "broken", payment=stack.payment(broken_required)), session).json()

@@ -36,8 +36,12 @@ def tool_requirements(tool: ToolPrice, fee_payer: str) -> Requirements:
 
 
 def tool_resource(tool: ToolPrice, url: str) -> dict[str, Any]:
-    """The payment's resource: the gateway URL (what an agent configures), the tool named in its description."""
-    return {"url": url, "description": tool.description or f"Tool: {tool.name}", "mimeType": "application/json"}
+    """The payment's resource: the gateway URL (what an agent configures) with the tool as its fragment
+    (`{gateway}#get_weather`), so the payments list, CSV, charts, webhooks and audit history, which show a payment's
+    resource URL, name the service and the tool; a catalog drops the fragment (the SDK's Bazaar does), keeping the
+    tool's name from the Bazaar MCP extension."""
+    return {"url": f"{url}#{tool.name}", "description": tool.description or f"Tool: {tool.name}",
+            "mimeType": "application/json"}
 
 
 def bazaar_extension(tool: ToolPrice) -> dict[str, Any]:
