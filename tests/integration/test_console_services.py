@@ -65,3 +65,17 @@ def test_bad_service_and_route_input_is_400_with_its_field(console):
     assert bad_price.status_code == 400 and bad_price.json["field"] == "price"
     bad_path = acme.request("POST", f"/services/{sid}/routes", json={"path": "x", "price": "5", "payTo": PAY_TO})
     assert bad_path.status_code == 400 and bad_path.json["field"] == "path"
+
+
+def test_an_mcp_service_is_created_with_its_kind_and_takes_no_routes(console):
+    acme = logged_in(console, "owner@acme.test")
+    created = acme.request("POST", "/services", json={"name": "Tools", "kind": "mcp", "domain": "localhost",
+                                                     "port": 9001, "pathSuffix": "/mcp"})
+    assert created.status_code == 201 and created.json["kind"] == "mcp" and created.json["tools"] == 0
+    route = acme.request("POST", f"/services/{created.json['id']}/routes", json={"path": "/x", "price": "5",
+                                                                                "payTo": PAY_TO})
+    assert route.status_code == 409
+    odd = acme.request("POST", "/services", json={"name": "X", "kind": "grpc", "domain": "localhost", "port": 9002})
+    assert odd.status_code == 400 and odd.json["field"] == "kind"
+    plain = acme.request("POST", "/services", json={"name": "Y", "domain": "localhost", "port": 9003})
+    assert plain.json["kind"] == "http"

@@ -1,7 +1,8 @@
 """The console's JSON API for proxy services and their routes (docs/proxy.md), beside the console's own resources.
 
-`POST /api/v1/services` `{"name","domain"?,"subdomain"?,"pathSuffix"?,"port"? (sandbox localhost),
-"upstreamAuth"?:{"header","value"}}` → 201 `{"id","name","type":"Proxy","baseUrl","slug","gatewayUrl","active",…}`;
+`POST /api/v1/services` `{"name","kind"? ("http" or "mcp"),"domain"?,"subdomain"?,"pathSuffix"?,"port"?
+(sandbox localhost),"upstreamAuth"?:{"header","value"}}` → 201 `{"id","name","type":"Proxy","kind","baseUrl","slug",
+"gatewayUrl","active",…}`;
 `GET /api/v1/services[/{id}]`; `PATCH /api/v1/services/{id}` with any of name, active, domain, subdomain,
 pathSuffix, port, upstreamAuth (null clears it), bodyLimit, passCookies; `DELETE /api/v1/services/{id}` (409
 while routes exist); `POST|GET /api/v1/services/{id}/routes` (a route's price as `priceUsdc`, "0.007", or as before
@@ -41,6 +42,8 @@ class ServiceSchema(Schema):
 
 
 class NewServiceSchema(ServiceSchema):
+    kind = fields.String(load_default="http", validate=validate.OneOf(("http", "mcp")))  # chosen once (docs/mcp.md)
+
     @validates_schema
     def _named(self, data: dict[str, Any], **_: Any) -> None:
         if "name" not in data:
@@ -99,7 +102,7 @@ class ServicesResource(_Base):
         service = self._proxies.create_service(
             merchant, command["name"], command.get("domain"), command.get("subdomain") or "",
             command.get("pathSuffix") or "", command.get("port"),
-            upstream_auth=(auth["header"], auth["value"]) if auth else None)
+            upstream_auth=(auth["header"], auth["value"]) if auth else None, kind=command["kind"])
         resp.status, resp.media = falcon.HTTP_201, self._json(service)
 
 
