@@ -169,3 +169,36 @@ def _service_id(stack: Stack) -> str:
 def _service_url(stack: Stack) -> str:
     service = stack.gateway.container.proxies.list_services("acme")[0]
     return stack.url.rsplit("/", 1)[0] + "/" + service.slug
+
+
+def test_a_pending_call_is_not_asked_to_pay_again_and_a_failure_after_the_charge_is_owed(stack):
+    from tests.integration.test_proxy import HeldConfirmations
+
+    session = session_of(stack)
+    proxies, sid = stack.gateway.container.proxies, _service_id(stack)
+    live_port = proxies.get_service("acme", sid).base.port
+    chains = stack.gateway.container.chains.by_network
+    chain = chains[DEVNET.caip2] = HeldConfirmations(chains[DEVNET.caip2])
+    before = stack.balance()
+    payment = stack.payment(stack.post(call(1, "get_weather", {"city": "Rome"}), session)
+                            .json()["result"]["structuredContent"])
+    pending = stack.post(call("p", "get_weather", {"city": "Rome"}, payment), session).json()
+    assert pending["id"] == "p" and pending["error"]["code"] == -32003  # never a fresh payment request
+    assert pending["error"]["data"]["error"] == "settlement_pending"
+    chain.held = False
+    proxies.change_base_url("acme", sid, "localhost", "", "/mcp", free_port())  # the server is gone
+    owed = requests.post(_service_url(stack), json=call("o", "get_weather", {"city": "Rome"}, payment),
+                         headers={**HEADERS, "Mcp-Session-Id": session}, timeout=30)
+    assert owed.status_code == 502 and owed.json()["id"] == "o" and owed.json()["error"]["code"] == -32001
+    data = owed.json()["error"]["data"]
+    assert data["x402/payment-response"]["success"] is True and data["attemptsLeft"] == 2
+    assert "call the tool again with the same payment" in owed.json()["error"]["message"]
+    proxies.change_base_url("acme", sid, "localhost", "", "/mcp", live_port)  # the server is back
+    served = stack.post(call("s", "get_weather", {"city": "Rome"}, payment), session).json()
+    assert served["result"]["content"][0]["text"] == "sunny in Rome"
+    assert served["result"]["_meta"]["x402/payment-response"]["transaction"] == data["transaction"]
+    again = stack.post(call("a", "get_weather", {"city": "Rome"}, payment), session).json()
+    assert again["result"]["isError"] is True and again["result"]["structuredContent"]["error"] == \
+        "duplicate_settlement"
+    assert stack.balance() == before + PRICE  # one transfer
+    assert stack.upstream.calls["get_weather"] == 2  # the answer held back by the pending settle, the delivery

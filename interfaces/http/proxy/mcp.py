@@ -181,9 +181,13 @@ class McpGateway:
                 metrics.upstream_error(x, reason if status is None else f"status_{status}")
                 return self._answer(x, start_response, error(call.rpc_id, jsonrpc.UPSTREAM_FAILED, message, {
                     "error": reason, **({"status": status} if status else {})}), 502, "upstream_failed")
-            case FailedCharged(reason=reason, message=message, status=status, settlement=settlement):
+            case FailedCharged(reason=reason, status=status, settlement=settlement, attempts_left=left):
                 metrics.upstream_error(x, reason if status is None else f"status_{status}")
-                return self._answer(x, start_response, error(call.rpc_id, jsonrpc.UPSTREAM_FAILED, message, {
+                told = (f"the MCP server failed after the payment was taken (transaction {settlement.transaction}): "
+                        + (f"call the tool again with the same payment to get its result, without a new charge "
+                           f"({left} attempt{'s' if left != 1 else ''} left)" if left else
+                           "its delivery was attempted as often as it may be; ask the merchant"))
+                return self._answer(x, start_response, error(call.rpc_id, jsonrpc.UPSTREAM_FAILED, told, {
                     "error": reason, **({"status": status} if status else {}), "transaction": settlement.transaction,
                     "attemptsLeft": result.attempts_left, RESPONSE_META: _receipt(settlement)}), 502,
                     "upstream_failed_charged")
