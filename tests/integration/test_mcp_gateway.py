@@ -139,17 +139,30 @@ def test_a_priced_call_pays_once_and_a_tool_error_or_a_failed_server_is_not_char
     assert required["accepts"][0]["amount"] == str(PRICE) and required["resource"]["url"] == f"{stack.url}#get_weather"
     assert stack.upstream.calls == {}
     before = stack.balance()
-    paid = stack.post(call(6, "get_weather", {"city": "Oslo"}, stack.payment(required)), session).json()
+    paid_with = stack.payment(required)
+    paid = stack.post(call(6, "get_weather", {"city": "Oslo"}, paid_with), session).json()
     assert paid["id"] == 6 and paid["result"]["content"][0]["text"] == "sunny in Oslo"
     assert paid["result"]["_meta"]["x402/payment-response"]["success"] is True
     assert stack.balance() == before + PRICE
-    # the payments list, CSV and charts name the service and the tool (the resource URL's fragment)
     container = stack.gateway.container
+    # the payments list, CSV and charts name the service and the tool (the resource URL's fragment)
     catch_up_all(container, ["payment_list", "payment_volume"])  # what the projection worker does
     page = container.payment_list.get_page(state="CONFIRMED")
     (service, resource), = container.payment_volume.get_services([r.payment_id for r in page.items]).values()
     slug = stack.url.rsplit("/", 1)[1]
     assert service.endswith(f"/{slug}") and resource == f"{stack.url}#get_weather"
+    # the same payment at another MCP service of the merchant (same price, same payTo): refused, never forwarded
+    container = stack.gateway.container
+    other = container.proxies.create_service("acme", "Tools 2", "localhost", path_suffix="/mcp",
+                                             port=stack.upstream.port, kind="mcp")
+    container.proxies.price_tool("acme", str(other.id), name="get_weather", price=PRICE,
+                                 pay_to=str(stack.gateway.pay_to.pubkey()))
+    elsewhere = requests.post(stack.url.rsplit("/", 1)[0] + "/" + other.slug, headers=HEADERS, timeout=30,
+                              json=call(9, "get_weather", {"city": "Oslo"}, paid_with)).json()
+    assert elsewhere["result"]["structuredContent"]["error"] == "duplicate_settlement"
+    assert stack.upstream.calls["get_weather"] == 1
+    container.proxies.unprice_tool("acme", str(other.id), "get_weather")
+    container.proxies.delete_service("acme", str(other.id))
     # a tool error: passed on, not charged
     broken_required = stack.post(call(7, "broken"), session).json()["result"]["structuredContent"]
     failed = stack.post(call(8, "broken", payment=stack.payment(broken_required)), session).json()
