@@ -39,8 +39,10 @@ class Upstream:
             return f"sunny in {city}"
 
         @server.tool(description="Tomorrow's weather in a city")
-        def get_forecast(city: str) -> str:
+        async def get_forecast(city: str, ctx: Context) -> str:
             self.calls["get_forecast"] = self.calls.get("get_forecast", 0) + 1
+            await ctx.report_progress(1, 2, "asking tomorrow")
+            await asyncio.sleep(1.5)  # a slow tool: its progress is worth seeing before its result
             return f"rain in {city} tomorrow"
 
         @server.tool(description="A tool that always fails")

@@ -6,6 +6,8 @@ sandbox chain, an `mcp` SDK server behind it.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -72,25 +74,27 @@ def session_of(stack: Stack) -> str:
 
 
 @pytest.fixture
-def stack(tmp_path: Any, sandbox: Any) -> Iterator[Stack]:
+def stack(request: pytest.FixtureRequest, tmp_path: Any, sandbox: Any) -> Iterator[Stack]:
+    """JSON answers from the MCP server, or `text/event-stream` ones with `parametrize("stack", ["sse"],
+    indirect=True)`."""
     from interfaces.sandbox.localnet import LocalnetThread
 
     with LocalnetThread(sandbox, slot_ms=None) as localnet:
         gateway = make_gateway(tmp_path, sandbox, devnet_rpc_url=localnet.url, confirmation_budget_seconds=0.5)
         try:
-            yield from _stack(gateway, localnet.url)
+            yield from _stack(gateway, localnet.url, json_response=getattr(request, "param", "json") == "json")
         finally:
             gateway.container.close()
 
 
-def _stack(gateway: Gateway, rpc_url: str) -> Iterator[Stack]:
+def _stack(gateway: Gateway, rpc_url: str, *, json_response: bool) -> Iterator[Stack]:
     container = gateway.container
     container.merchants.preverify_sandbox_domain("acme")
-    upstream = Upstream(json_response=True)
+    upstream = Upstream(json_response=json_response)
     with serving(upstream.app, upstream.port), WsgiThread(create_proxy_app(proxy_collaborators(container))) as proxy:
         service = container.proxies.create_service("acme", "Tools", "localhost", path_suffix="/mcp",
                                                    port=upstream.port, kind="mcp")
-        for name in ("get_weather", "broken"):
+        for name in ("get_weather", "get_forecast", "broken"):
             container.proxies.price_tool("acme", str(service.id), name=name, price=PRICE,
                                          pay_to=str(gateway.pay_to.pubkey()))
         yield Stack(gateway, upstream, f"{proxy.url}/{service.slug}", rpc_url)
@@ -219,3 +223,24 @@ def test_a_pending_call_is_not_asked_to_pay_again_and_a_failure_after_the_charge
         "duplicate_settlement"
     assert stack.balance() == before + PRICE  # one transfer
     assert stack.upstream.calls["get_weather"] == 2  # the answer held back by the pending settle, the delivery
+
+
+@pytest.mark.parametrize("stack", ["sse"], indirect=True)
+def test_a_paid_calls_progress_passes_on_as_it_happens_and_its_result_follows_with_the_settle_answer(stack):
+    session = session_of(stack)
+    required = stack.post(call(1, "get_forecast", {"city": "Bern"}), session)
+    assert required.headers["Content-Type"] == "application/json"  # answered by the gateway itself
+    payment = stack.payment(required.json()["result"]["structuredContent"])
+    before, seen = stack.balance(), []
+    with requests.post(stack.url, json=call("f", "get_forecast", {"city": "Bern"}, payment), stream=True, timeout=30,
+                       headers={**HEADERS, "Mcp-Session-Id": session}) as answer:
+        assert answer.headers["Content-Type"].startswith("text/event-stream")
+        for line in answer.iter_lines(chunk_size=1):  # the test server sends no chunked framing: read as it comes
+            if line.startswith(b"data: "):
+                seen.append((time.monotonic(), json.loads(line[6:])))
+    (progressed, progress), (answered, response) = seen
+    assert progress["method"] == "notifications/progress" and progress["params"]["message"] == "asking tomorrow"
+    assert answered - progressed > 1.0  # passed on while the tool still ran, not with its result
+    assert response["id"] == "f" and response["result"]["content"][0]["text"] == "rain in Bern tomorrow"
+    assert response["result"]["_meta"]["x402/payment-response"]["success"] is True
+    assert stack.balance() == before + PRICE

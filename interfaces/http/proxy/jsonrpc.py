@@ -108,16 +108,33 @@ def parse_event(raw: bytes) -> Event:
     return Event(raw, tuple(fields))
 
 
+class EventSplitter:
+    """Bytes in, complete events out, as a stream arrives; `limit` bounds one event."""
+
+    def __init__(self, limit: int) -> None:
+        self._buffer, self._limit = b"", limit
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        self._buffer += chunk
+        complete = []
+        while (end := EVENT_END.search(self._buffer)) is not None:
+            complete.append(parse_event(self._buffer[:end.end()]))
+            self._buffer = self._buffer[end.end():]
+        if len(self._buffer) > self._limit:
+            raise ValueError(f"an event of the upstream's stream is over {self._limit} bytes")
+        return complete
+
+    @property
+    def rest(self) -> bytes:
+        """What follows the last complete event (a stream cut short)."""
+        return self._buffer
+
+
 def events(chunks: Iterable[bytes], limit: int) -> Iterator[Event]:
     """The events of a `text/event-stream` body as they complete; an event over `limit` bytes is an error, and
     what follows the last complete event (a stream cut short) is yielded as a last, partial event."""
-    buffer = b""
+    splitter = EventSplitter(limit)
     for chunk in chunks:
-        buffer += chunk
-        while (end := EVENT_END.search(buffer)) is not None:
-            yield parse_event(buffer[:end.end()])
-            buffer = buffer[end.end():]
-        if len(buffer) > limit:
-            raise ValueError(f"an event of the upstream's stream is over {limit} bytes")
-    if buffer:
-        yield Event(buffer, ())
+        yield from splitter.feed(chunk)
+    if splitter.rest:
+        yield Event(splitter.rest, ())

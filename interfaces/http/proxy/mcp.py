@@ -52,6 +52,7 @@ from interfaces.http.proxy.forwarding import (
 )
 from interfaces.http.proxy.jsonrpc import MessageError, checked, dumps, error, is_id, result
 from interfaces.http.proxy.mcp_answer import ToolAnswer
+from interfaces.http.proxy.mcp_live import LiveCall
 from interfaces.http.proxy.mcp_payment import (
     RESPONSE_META,
     payment_of,
@@ -150,12 +151,44 @@ class McpGateway:
             payload = tool_payload(payment, tool, call.url)
         except BadPaymentHeaderError as bad:
             return self._required(x, start_response, call, str(bad))
-        judge = ToolAnswer(rpc_id)
-        result = self._payments.deliver(self._client_of(service), payload, terms,
-                                        via=tool_via(str(service.id), tool.name),
-                                        upstream=self._upstream(x, dumps(without_payment(message))), judge=judge)
-        x.payment_hash = result.key
-        return self._result(x, call, judge, result, start_response)
+        judge, live = ToolAnswer(rpc_id), LiveCall(rpc_id)
+        upstream = live.tapped(self._upstream(x, dumps(without_payment(message))))
+        kind, first = live.start(lambda: self._payments.deliver(
+            self._client_of(service), payload, terms, via=tool_via(str(service.id), tool.name), upstream=upstream,
+            judge=judge))
+        if kind == "result":
+            x.payment_hash = first.key
+            return self._result(x, call, judge, first, start_response)
+        headers = [(k, v) for k, v in response_headers(first.headers, cookies=service.pass_cookies)
+                   if k.lower() != "content-length"]
+        start_response(_status(first.status), headers)
+        return self._live(x, call, judge, live, first.status)
+
+    def _live(self, x: Any, call: PaidCall, judge: ToolAnswer, live: LiveCall, status: int) -> Iterator[bytes]:
+        """An event stream's events as they come, then the call's response once the delivery is decided."""
+        outcome = "error"
+        try:
+            for kind, value in live.rest():
+                if kind == "event":
+                    yield value
+                elif kind == "raised":
+                    log.error("a paid call's delivery failed", exc_info=value)
+                    yield _event(error(call.rpc_id, jsonrpc.INTERNAL_ERROR, "unexpected error; call again with the "
+                                       "same payment"))
+                else:
+                    x.payment_hash = value.key
+                    match value:
+                        case Served(settlement=paid):
+                            outcome = "served"
+                            yield judge.response_event(lambda r: _with_response(r, paid))
+                        case Declined():
+                            outcome = "declined"
+                            yield judge.response_event(None)
+                        case _:
+                            answer, _, outcome = self._refusal(x, call, value)
+                            yield _event(answer)
+        finally:
+            self._log(x, status, outcome)
 
     def _result(self, x: Any, call: PaidCall, judge: ToolAnswer, result: DeliveryResult,
                 start_response: StartResponse) -> Iterable[bytes]:
@@ -166,31 +199,38 @@ class McpGateway:
                                          start_response, "served")
             case Declined(answer=answer):
                 return self._send_answer(x, answer, judge.raw, start_response, "declined")
+        message, status, outcome = self._refusal(x, call, result)
+        return self._answer(x, start_response, message, status, outcome)
+
+    def _refusal(self, x: Any, call: PaidCall, result: DeliveryResult) -> tuple[dict[str, Any], int, str]:
+        """A result that is not the server's answer, as the JSON-RPC message answering the call, its HTTP status
+        when it is the whole answer, and the log's outcome."""
+        match result:
             case Pending(settlement=settlement):
-                return self._answer(x, start_response, error(
-                    call.rpc_id, jsonrpc.SETTLEMENT_PENDING, "the payment is on its way; call again with the same "
-                    "payment", {"error": "settlement_pending", "transaction": settlement.transaction,
-                                "retryAfterSeconds": 2, RESPONSE_META: _receipt(settlement)}), 200, "pending")
+                return error(call.rpc_id, jsonrpc.SETTLEMENT_PENDING, "the payment is on its way; call again with "
+                             "the same payment", {"error": "settlement_pending", "transaction": settlement.transaction,
+                                                  "retryAfterSeconds": 2, RESPONSE_META: _receipt(settlement)}), \
+                    200, "pending"
             case Duplicate(message=message):
-                return self._answer(x, start_response, error(call.rpc_id, jsonrpc.DUPLICATE_REQUEST, message, {
-                    "error": "duplicate_request", "retryAfterSeconds": 1}), 200, "duplicate")
+                return error(call.rpc_id, jsonrpc.DUPLICATE_REQUEST, message, {
+                    "error": "duplicate_request", "retryAfterSeconds": 1}), 200, "duplicate"
             case Refused(reason=reason, settlement=settlement):
-                return self._required(x, start_response, call, reason or "invalid_payment",
-                                      None if settlement is None else _receipt(settlement))
+                return jsonrpc.result(call.rpc_id, payment_required_result(
+                    call.tool, call.terms, call.url, reason or "invalid_payment",
+                    None if settlement is None else _receipt(settlement))), 200, "payment_required"
             case FailedUncharged(reason=reason, message=message, status=status):
                 metrics.upstream_error(x, reason if status is None else f"status_{status}")
-                return self._answer(x, start_response, error(call.rpc_id, jsonrpc.UPSTREAM_FAILED, message, {
-                    "error": reason, **({"status": status} if status else {})}), 502, "upstream_failed")
+                return error(call.rpc_id, jsonrpc.UPSTREAM_FAILED, message, {
+                    "error": reason, **({"status": status} if status else {})}), 502, "upstream_failed"
             case FailedCharged(reason=reason, status=status, settlement=settlement, attempts_left=left):
                 metrics.upstream_error(x, reason if status is None else f"status_{status}")
                 told = (f"the MCP server failed after the payment was taken (transaction {settlement.transaction}): "
                         + (f"call the tool again with the same payment to get its result, without a new charge "
                            f"({left} attempt{'s' if left != 1 else ''} left)" if left else
                            "its delivery was attempted as often as it may be; ask the merchant"))
-                return self._answer(x, start_response, error(call.rpc_id, jsonrpc.UPSTREAM_FAILED, told, {
+                return error(call.rpc_id, jsonrpc.UPSTREAM_FAILED, told, {
                     "error": reason, **({"status": status} if status else {}), "transaction": settlement.transaction,
-                    "attemptsLeft": result.attempts_left, RESPONSE_META: _receipt(settlement)}), 502,
-                    "upstream_failed_charged")
+                    "attemptsLeft": left, RESPONSE_META: _receipt(settlement)}), 502, "upstream_failed_charged"
         raise AssertionError(f"unknown delivery result {result!r}")
 
     def _required(self, x: Any, start_response: StartResponse, call: PaidCall, reason: str,
@@ -315,6 +355,10 @@ def _with_response(answer: dict[str, Any], outcome: SettleOutcome) -> dict[str, 
     value = dict(answer.get("result") or {})
     value["_meta"] = {**(value.get("_meta") or {}), RESPONSE_META: response}
     return {**answer, "result": value}
+
+
+def _event(message: dict[str, Any]) -> bytes:
+    return b"data: " + dumps(message) + b"\n\n"
 
 
 def _status(status: int) -> str:

@@ -52,6 +52,12 @@ class ToolAnswer:
             return jsonrpc.dumps([shape(m) if jsonrpc.answers(m, self.rpc_id) else m for m in self.message])
         return jsonrpc.dumps(shape(self.message) if jsonrpc.answers(self.message, self.rpc_id) else self.message)
 
+    def response_event(self, shape: Shape | None) -> bytes:
+        """The event stream's event(s) holding the call's response, re-sent (`shape`d, or as they came), for a
+        stream whose other events were passed on already (mcp_live.py)."""
+        return b"".join((event.with_data(jsonrpc.dumps(shape(found))) if shape else event.raw)
+                        for event in self.events if jsonrpc.answers(found := event.message(), self.rpc_id))
+
     def _read(self, answer: UpstreamAnswer) -> None:
         self.raw = data = b"".join(answer.body)  # whole: the delivery read it before judging
         self.kind = (_header(answer, "Content-Type") or "").split(";")[0].strip().lower()
