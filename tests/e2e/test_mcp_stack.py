@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,23 @@ def gateway(request, stack) -> Iterator[tuple[str, Upstream, str]]:
                          "--price", str(PRICE), "--pay-to", stack["pay_to"])
         assert priced["inputSchema"]["type"] == "object" and priced["description"] == "A tool that always fails"
         yield service["gatewayUrl"], upstream, request.param
+
+
+def listed_tools(stack, query: str, resource: str, first_limit: int) -> list[Any]:
+    """The SDK's Bazaar client's `type=mcp` search for `query`, asked until it lists `resource` (the projection
+    worker lists a tool a moment after its payment is verified). The catalog caches each normalised query's answer
+    for 60 s, so each ask is a query of its own: its `limit` goes up from `first_limit` (each test its own range)."""
+    from x402.extensions.bazaar import SearchDiscoveryResourcesParams, with_bazaar
+    from x402.http import HTTPFacilitatorClientSync
+    from x402.http.facilitator_client_base import FacilitatorConfig
+
+    bazaar = with_bazaar(HTTPFacilitatorClientSync(FacilitatorConfig(url=stack["base_url"]))).extensions.bazaar
+    for limit in range(first_limit, first_limit + 30):
+        found = bazaar.search(SearchDiscoveryResourcesParams(query=query, type="mcp", limit=limit)).resources
+        if any(r.resource == resource for r in found):
+            return [r for r in found if r.resource == resource]
+        time.sleep(1)
+    return []
 
 
 def paying_client(stack, session: Any, progress: list[Any] | None = None) -> Any:
@@ -132,6 +150,10 @@ def test_an_agent_pays_a_tool_call_and_gets_its_result_with_the_payment_response
     assert replay.status_code == 402
     assert json.loads(base64.b64decode(replay.headers["PAYMENT-REQUIRED"]))["error"] == "duplicate_settlement"
     assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
+    # the paid tool is in the catalog: type mcp, the gateway URL its resource, found by its name
+    listed = listed_tools(stack, "get_weather", url, first_limit=1 if mode == "json" else 31)
+    assert listed and listed[0].type == "mcp"
+    assert listed[0].accepts[0]["outputSchema"]["input"]["toolName"] == "get_weather"
 
 
 def test_a_tool_error_is_not_charged(stack, gateway):
@@ -150,7 +172,8 @@ def test_a_tool_error_is_not_charged(stack, gateway):
 
 
 def test_a_merchants_own_paid_mcp_server_settles_with_paywarden_as_its_facilitator(stack):
-    """No proxy: the merchant runs x402's MCP payment wrapper itself, with Paywarden's facilitator API."""
+    """No proxy: the merchant runs x402's MCP payment wrapper itself, with Paywarden's facilitator API; its tool is
+    listed in the catalog from the payment."""
     own = OwnPaidServer(stack["base_url"], stack["api_key"], stack["network"], stack["pay_to"], PRICE)
     rpc = Client(stack["rpc_url"])
     before = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
@@ -163,3 +186,7 @@ def test_a_merchants_own_paid_mcp_server_settles_with_paywarden_as_its_facilitat
     assert paid.is_error is False and paid.content[0]["text"] == "ACME: 42.00", paid.content
     assert paid.payment_response.success is True and paid.payment_response.transaction
     assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
+    # its Bazaar MCP extension is listed as the gateway's tools are
+    [listed] = listed_tools(stack, "premium quote", own.url, first_limit=61)
+    assert (listed.type, listed.resource) == ("mcp", own.url)
+    assert listed.accepts[0]["outputSchema"]["input"]["toolName"] == "premium_quote"

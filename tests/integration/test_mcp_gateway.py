@@ -155,6 +155,12 @@ def test_a_priced_call_pays_once_and_a_tool_error_or_a_failed_server_is_not_char
     (service, resource), = container.payment_volume.get_services([r.payment_id for r in page.items]).values()
     slug = stack.url.rsplit("/", 1)[1]
     assert service.endswith(f"/{slug}") and resource == f"{stack.url}#get_weather"
+    # and the catalog lists the tool: type mcp, the gateway URL (no fragment) its resource, found by its name
+    catch_up_all(container)
+    listed = stack.gateway.client.simulate_get("/discovery/search", params={"query": "get_weather", "type": "mcp"})
+    [item] = listed.json["resources"]
+    assert (item["type"], item["resource"]) == ("mcp", stack.url)
+    assert item["accepts"][0]["outputSchema"]["input"]["toolName"] == "get_weather"
     # the same payment at another MCP service of the merchant (same price, same payTo): refused, never forwarded
     container = stack.gateway.container
     other = container.proxies.create_service("acme", "Tools 2", "localhost", path_suffix="/mcp",
