@@ -222,7 +222,7 @@ def test_the_audit_rebuild_replays_the_events_of_an_owed_delivery(request, stack
         monkeypatch.setenv("PAYWARDEN_DATABASE_URL", request.getfixturevalue("postgres_url"))
         monkeypatch.setenv("PAYWARDEN_REDIS_URL", request.getfixturevalue("redis_url"))
     assert main(["audit", "rebuild", "--check"]) == 0
-    assert "payment_list: " in capsys.readouterr().err
+    assert "payment_list: " in capsys.readouterr().out
     assert timeline[-3:] == ["Payment.Confirmed", "Payment.DeliveryFailed", "Payment.Delivered"]  # the history
 
 
