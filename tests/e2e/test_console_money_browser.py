@@ -2,8 +2,8 @@
 clients pay through the facilitator API; the merchant reads the overview's chart back, bar by bar, and every
 figure equals the payments made; the CSV export sums to the overview's total; prices are entered in USDC.
 
-Screenshots of the overview with its month of history are kept in tests/artifacts/console/ (committed:
-`money-*.png`)."""
+Screenshots of the overview with its month of history are written to tests/artifacts/console/ (`money-*.png`,
+git-ignored)."""
 
 from __future__ import annotations
 
