@@ -18,13 +18,13 @@ from typing import Any
 from domain.money import is_usdc, usdc
 from projections.payment_list import PaymentListView, PaymentRow
 
-COLUMNS = ("received", "settled", "state", "amount_atomic", "amount_usdc", "asset", "network", "payer", "pay_to",
-           "transaction", "service", "resource", "payment_id")
+COLUMNS = ("received", "settled", "failed", "state", "amount_atomic", "amount_usdc", "asset", "network", "payer",
+           "pay_to", "transaction", "service", "resource", "payment_id")
 PAGE = 1000
 
 
 def row_of(p: PaymentRow, service: tuple[str, str] | None) -> list[str]:
-    return [p.received_at, p.settled_at or "", p.state, str(p.amount),
+    return [p.received_at, p.settled_at or "", p.failed_at or "", p.state, str(p.amount),
             usdc(p.amount, grouped=False) if is_usdc(p.network, p.asset) else "", p.asset, p.network, p.payer or "",
             p.pay_to, p.transaction_signature or "", service[0] if service else "", service[1] if service else "",
             p.payment_id]

@@ -5,6 +5,10 @@ and the auditor's look-ups by handle.
 Events are read generically: the state each payment event leads to is named by its class, and fields are read
 with defaults, so events that gain fields (or new payment events, which only advance the tracking) need no change
 here. It never loads an aggregate.
+
+Times: `settled_at` is when a payment was CONFIRMED (money moved) and only then; a FAILED settlement's time is
+`failed_at`. Until 2026-11-28 a FAILED payment's time was written to `settled_at`; a view of that shape (no
+`failed_at`) is rebuilt from the event store when a process first opens it (projections/reshape.py).
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from eventsourcing.projection import Projection
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import get_topic
 
+from application.payments import Payments
 from domain.clients import merchant_of
 from domain.payment import Payment
-from projections.sql import Batch, SqlView, values
+from projections.reshape import ReshapedView, Shape
+from projections.sql import Batch, values
 
 # Each payment event and the state it records (Received creates the row).
 STATES: dict[type[Any], str] = {
@@ -35,7 +41,7 @@ EVENTS = tuple(v for v in vars(Payment).values() if isinstance(v, type) and issu
                and v not in (Payment.Event, Payment.Created))
 COLUMNS = ("payment_id", "client_id", "merchant_id", "idempotency_key", "client_signature", "message_hash", "state",
            "verify_outcome", "amount", "asset", "network", "pay_to", "payer", "transaction_signature", "reason",
-           "received_at", "updated_at", "settled_at")
+           "received_at", "updated_at", "settled_at", "failed_at")
 MAX_PAGE = 200
 
 
@@ -58,7 +64,8 @@ class PaymentRow:
     reason: str | None
     received_at: str
     updated_at: str
-    settled_at: str | None
+    settled_at: str | None  # when it was CONFIRMED (money moved); None otherwise
+    failed_at: str | None  # when its settlement FAILED (no money moved); None otherwise
 
     @classmethod
     def from_values(cls, row: list[Any]) -> PaymentRow:
@@ -72,7 +79,7 @@ class PaymentRow:
             "amount": str(self.amount), "asset": self.asset, "network": self.network, "payTo": self.pay_to,
             "payer": self.payer, "transaction": self.transaction_signature, "reason": self.reason,
             "idempotencyKey": self.idempotency_key, "receivedAt": self.received_at, "updatedAt": self.updated_at,
-            "settledAt": self.settled_at,
+            "settledAt": self.settled_at, "failedAt": self.failed_at,
         }
 
 
@@ -107,14 +114,14 @@ class PaymentPage:
     more: bool = False  # rows follow this page
 
 
-class PaymentListView(SqlView):
+class PaymentListView(ReshapedView):
     tables = (
         "CREATE TABLE IF NOT EXISTS payment_list (payment_id TEXT PRIMARY KEY, client_id TEXT NOT NULL, "
         "merchant_id TEXT, idempotency_key TEXT NOT NULL, client_signature TEXT NOT NULL, message_hash TEXT, "
         "state TEXT NOT NULL, "
         "verify_outcome TEXT, amount TEXT NOT NULL, asset TEXT NOT NULL, network TEXT NOT NULL, pay_to TEXT NOT NULL, "
         "payer TEXT, transaction_signature TEXT, reason TEXT, received_at TEXT NOT NULL, updated_at TEXT NOT NULL, "
-        "settled_at TEXT)",
+        "settled_at TEXT, failed_at TEXT)",
         "CREATE TABLE IF NOT EXISTS payment_list_events (payment_id TEXT NOT NULL, version INTEGER NOT NULL, "
         "type TEXT NOT NULL, recorded_at TEXT NOT NULL, fields TEXT NOT NULL, PRIMARY KEY (payment_id, version))",
         "CREATE INDEX IF NOT EXISTS payment_list_merchant ON payment_list (merchant_id, received_at DESC)",
@@ -127,6 +134,8 @@ class PaymentListView(SqlView):
         # The settlement follow-up asks every 2 s for the SUBMITTED payments: without this it read every payment.
         "CREATE INDEX IF NOT EXISTS payment_list_state ON payment_list (state, received_at DESC, payment_id)",
     )
+    # The shape before 2026-11-28: no `failed_at`, and a FAILED payment's time in `settled_at`.
+    shape = Shape(Payments.name, ("payment_list", "failed_at"), ("payment_list", "payment_list_events"))
 
     def get_payment(self, payment_id: str) -> PaymentRow | None:
         rows = self.rows(f"SELECT {', '.join(COLUMNS)} FROM payment_list WHERE payment_id = ?", (payment_id,))
@@ -273,7 +282,7 @@ INSERT_EVENT = "INSERT INTO payment_list_events VALUES (?, ?, ?, ?, ?)"
 def _received_row(e: Any, key: str, moment: str) -> tuple[Any, ...]:
     return (key, str(e.client_id), merchant_of(e.client_id), e.idempotency_key, getattr(e, "client_signature", ""),
             getattr(e, "message_hash", None), "RECEIVED", None, str(e.amount), e.asset, e.network, e.pay_to, None,
-            None, None, moment, moment, None)
+            None, None, moment, moment, None, None)
 
 
 def _changes(state: str | None, e: Any, moment: str) -> dict[str, Any]:
@@ -290,8 +299,10 @@ def _changes(state: str | None, e: Any, moment: str) -> dict[str, Any]:
         changes["transaction_signature"] = e.signature
     if getattr(e, "reason", None):
         changes["reason"] = e.reason
-    if state in ("CONFIRMED", "FAILED"):
+    if state == "CONFIRMED":
         changes["settled_at"] = moment
+    elif state == "FAILED":
+        changes["failed_at"] = moment
     return changes
 
 

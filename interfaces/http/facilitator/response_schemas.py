@@ -143,5 +143,8 @@ class PaymentSchema(Schema):
     idempotency_key = fields.String(required=True, data_key="idempotencyKey")
     received_at = fields.String(required=True, data_key="receivedAt")
     updated_at = fields.String(required=True, data_key="updatedAt")
-    settled_at = fields.String(required=True, allow_none=True, data_key="settledAt")
+    settled_at = fields.String(required=True, allow_none=True, data_key="settledAt",
+                               metadata={"description": "when it was CONFIRMED; null in every other state"})
+    failed_at = fields.String(required=True, allow_none=True, data_key="failedAt",
+                              metadata={"description": "when its settlement FAILED (no money moved); null otherwise"})
     events = fields.List(fields.Nested(PaymentEventSchema), required=True)
