@@ -6,6 +6,9 @@ Streamed: the rows are read from the payments read model a page at a time (a key
 page is written out before the next is read, so the memory an export needs does not grow with the payments
 (docs/console.md, "Exporting payments"). Each payment's service and resource come from the payment_volume read
 model, looked up a page at a time.
+
+Safe to open in a spreadsheet: a text cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return (a payer
+chooses its resource URL) is written with a single quote before it, so no spreadsheet evaluates it (`inert`).
 """
 
 from __future__ import annotations
@@ -23,11 +26,25 @@ COLUMNS = ("received", "settled", "failed", "state", "amount_atomic", "amount_us
 PAGE = 1000
 
 
+# What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection"): its first character.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+NUMBERS = frozenset({"amount_atomic", "amount_usdc"})  # written by us from a positive integer: left as numbers
+
+
+def inert(cell: str) -> str:
+    """`cell` as a spreadsheet shows it without evaluating it: one that starts as a formula would is prefixed with a
+    single quote (OWASP's advice; the quote shows, the rest reads as text), any other is unchanged."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
 def row_of(p: PaymentRow, service: tuple[str, str] | None) -> list[str]:
-    return [p.received_at, p.settled_at or "", p.failed_at or "", p.state, str(p.amount),
-            usdc(p.amount, grouped=False) if is_usdc(p.network, p.asset) else "", p.asset, p.network, p.payer or "",
-            p.pay_to, p.transaction_signature or "", service[0] if service else "", service[1] if service else "",
-            p.payment_id]
+    """One payment's cells, in COLUMNS' order; every text cell `inert` (a resource URL or a service comes from what
+    the paying client sent), the amounts as numbers."""
+    cells = [p.received_at, p.settled_at or "", p.failed_at or "", p.state, str(p.amount),
+             usdc(p.amount, grouped=False) if is_usdc(p.network, p.asset) else "", p.asset, p.network,
+             p.payer or "", p.pay_to, p.transaction_signature or "", service[0] if service else "",
+             service[1] if service else "", p.payment_id]
+    return [cell if column in NUMBERS else inert(cell) for column, cell in zip(COLUMNS, cells, strict=True)]
 
 
 def export_csv(payments: PaymentListView, volume: Any, merchant_id: str, *, state: str | None = None,
