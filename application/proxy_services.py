@@ -144,6 +144,7 @@ class ProxyServices(Leader[uuid.UUID]):
         """A new base URL regenerates the slug; the old one is released and stops routing at once."""
         for _ in range(SLUG_ATTEMPTS):
             service = self.get_service(merchant, service_id)
+            service_id = str(service.id)  # given by its slug, perhaps
             base = self._base_url(merchant, domain, subdomain, path_suffix, port)
             if base == service.base:
                 return service
@@ -182,6 +183,7 @@ class ProxyServices(Leader[uuid.UUID]):
 
     def delete_service(self, merchant: str, service_id: str) -> None:
         service = self.get_service(merchant, service_id)
+        service_id = str(service.id)  # given by its slug, perhaps
         service.delete()
         claim = self._claim_of(service.slug)
         if claim is not None and claim.owner == service_id:
@@ -234,9 +236,12 @@ class ProxyServices(Leader[uuid.UUID]):
     # -- queries ------------------------------------------------------------------------------------------
 
     def get_service(self, merchant: str, service_id: str) -> ProxyService:
-        service = self._load(service_id)
+        """The merchant's live service whose id or current slug is `service_id`: every command naming a service
+        takes either (the CLI's `--service`, the console API's path)."""
+        service = self._load(service_id) or self.get_by_slug(service_id.lower())
         if service is None or service.merchant != merchant or service.deleted:
-            raise ServiceNotFoundError(f"no service {service_id}", field="id")
+            raise ServiceNotFoundError(f"no service {service_id} (give one of your services' id or slug)",
+                                       field="id")
         return service
 
     def list_services(self, merchant: str) -> list[ProxyService]:

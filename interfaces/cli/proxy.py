@@ -137,11 +137,11 @@ def add_commands(commands: Any) -> None:
             sub.add_argument(argument, help=text)
         sub.add_argument("--merchant", required=True, help="the merchant's name")
         if of_service:
-            sub.add_argument("--service", required=True, help="the service's id")
+            sub.add_argument("--service", required=True, help="the service's id or slug")
         sub.set_defaults(func=func)
         return sub
 
-    one = ("id", "the service's id")
+    one = ("id", "the service's id or slug")
     service = commands.add_parser("service", help="proxy services").add_subparsers(dest="action", required=True)
     create = command(service, "create", service_create, "register a service behind the proxy")
     create.add_argument("--name", required=True, help="the service's name")

@@ -69,3 +69,29 @@ def test_https_services_need_a_verified_domain(data_dir, capsys):
     assert main(["merchant", "create", "acme"]) == 0
     assert main(["service", "create", "--merchant", "acme", "--name", "W", "--domain", "weather.com"]) == 2
     assert "not a verified domain" in capsys.readouterr().err
+
+
+def test_every_command_naming_a_service_takes_its_slug_as_well_as_its_id(data_dir, capsys):
+    sandbox_merchant("acme")
+    sandbox_merchant("beta")
+    capsys.readouterr()
+    run(capsys, "service", "create", "--merchant", "acme", "--name", "First", "--domain", "localhost", "--port", "9998")
+    service = run(capsys, "service", "create", "--merchant", "acme", "--name", "Quotes", "--domain", "localhost",
+                  "--port", "9999")
+    slug = service["slug"]
+    route = run(capsys, "route", "add", "--merchant", "acme", "--service", slug, "--path", "/quotes/*",
+                "--price", "10000", "--pay-to", str(Keypair().pubkey()))
+    assert [r["id"] for r in run(capsys, "route", "list", "--merchant", "acme", "--service", slug)] == [route["id"]]
+    assert run(capsys, "service", "show", slug.upper(), "--merchant", "acme")["id"] == service["id"]
+    assert run(capsys, "service", "update", slug, "--merchant", "acme", "--name", "My Quotes")["name"] == "My Quotes"
+    # Another merchant's slug names no service of yours, and the answer says what is accepted.
+    assert main(["route", "list", "--merchant", "beta", "--service", slug]) == 2
+    assert f"no service {slug} (give one of your services' id or slug)" in capsys.readouterr().err
+    # A base-URL edit by slug moves the slug with the service: the old one is released, the new one names it.
+    moved = run(capsys, "service", "update", slug, "--merchant", "acme", "--port", "9997")
+    assert moved["id"] == service["id"]
+    assert run(capsys, "service", "show", moved["slug"], "--merchant", "acme")["id"] == service["id"]
+    assert main(["route", "delete", route["id"], "--merchant", "acme", "--service", moved["slug"]]) == 0
+    assert main(["service", "delete", moved["slug"], "--merchant", "acme"]) == 0
+    capsys.readouterr()
+    assert [s["name"] for s in run(capsys, "service", "list", "--merchant", "acme")] == ["First"]

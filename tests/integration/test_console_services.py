@@ -79,3 +79,20 @@ def test_an_mcp_service_is_created_with_its_kind_and_takes_no_routes(console):
     assert odd.status_code == 400 and odd.json["field"] == "kind"
     plain = acme.request("POST", "/services", json={"name": "Y", "domain": "localhost", "port": 9003})
     assert plain.json["kind"] == "http"
+
+
+def test_the_console_api_names_a_service_by_its_slug_as_well_as_its_id(console):
+    acme, beta = logged_in(console, "owner@acme.test"), logged_in(console, "owner@beta.test")
+    service = acme.request("POST", "/services", json={"name": "Quotes", "domain": "localhost", "port": 9999}).json
+    slug = service["slug"]
+    assert acme.request("GET", f"/services/{slug}").json["id"] == service["id"]
+    route = acme.request("POST", f"/services/{slug}/routes", json={"method": "GET", "path": "/quotes/*",
+                                                                   "price": "10000", "payTo": PAY_TO})
+    assert route.status_code == 201
+    assert [r["id"] for r in acme.request("GET", f"/services/{service['id']}/routes").json["routes"]] == [
+        route.json["id"]]
+    assert acme.request("PATCH", f"/services/{slug}", json={"name": "My Quotes"}).json["name"] == "My Quotes"
+    assert beta.request("GET", f"/services/{slug}").status_code == 404  # another merchant's slug: unknown
+    assert acme.request("DELETE", f"/services/{slug}/routes/{route.json['id']}").status_code == 204
+    assert acme.request("DELETE", f"/services/{slug}").status_code == 204
+    assert acme.request("GET", "/services").json["services"] == []
