@@ -123,7 +123,7 @@ class ProxyServices(Leader[uuid.UUID]):
         for _ in range(SLUG_ATTEMPTS):
             if (created := self._load(new_id)) is not None:
                 return created  # a retried create with the same token
-            claim, chosen = self._claim(base, new_id, slug)
+            claim, chosen = self._claim(base, new_id, slug, name)
             service = ProxyService.create(merchant, token, name, base, chosen)
             service.choose_kind(kind)
             if upstream_auth is not None:
@@ -148,7 +148,7 @@ class ProxyServices(Leader[uuid.UUID]):
             base = self._base_url(merchant, domain, subdomain, path_suffix, port)
             if base == service.base:
                 return service
-            claim, chosen = self._claim(base, service_id, None)
+            claim, chosen = self._claim(base, service_id, None, service.name)
             old = self._claim_of(service.slug) if chosen != service.slug else None
             if old is not None and old.owner == service_id:
                 old.release()
@@ -322,10 +322,11 @@ class ProxyServices(Leader[uuid.UUID]):
             raise ProxyServiceError("you have several networks enabled: choose one", field="network")
         return usable[0]
 
-    def _claim(self, base: BaseUrl, service_id: str, custom: str | None) -> tuple[SlugClaim, str]:
-        """The first slug of the base URL (or the custom one) that is free or already this service's: a new
-        claim, a released one re-claimed, or the service's own."""
-        options: Iterable[str] = [check_slug(custom)] if custom is not None else candidates(base.host)
+    def _claim(self, base: BaseUrl, service_id: str, custom: str | None, name: str) -> tuple[SlugClaim, str]:
+        """The first slug of the service's name or base URL (or the custom one) that is free or already this
+        service's: a new claim, a released one re-claimed, or the service's own (so a base-URL edit keeps a slug
+        made from the name)."""
+        options: Iterable[str] = [check_slug(custom)] if custom is not None else candidates(base.host, name)
         for slug in options:
             existing = self._claim_of(slug)
             if existing is None:

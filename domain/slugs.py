@@ -1,9 +1,12 @@
 """Slugs of proxy services (docs/architecture.md#the-interface-contract, "Slugs") and the event-sourced claim that
 keeps each one unique.
 
-Candidates in order: the core domain name of the base URL's host from the Public Suffix List (`api.weather.co.uk`
-→ `weather`, hyphens kept); then the whole host with dots as hyphens (`api-weather-co-uk`); then that with a
-counter (`api-weather-co-uk-2`, `-3`, ...). The list is the `publicsuffixlist` package's own copy (no download).
+Candidates in order: the service's name when it makes a slug (`My Quotes` → `my-quotes`, accents dropped:
+`Café Prices` → `cafe-prices`), then that with a counter (`my-quotes-2`, `-3`, ...), so a merchant recognises its
+gateway URL. A name with no letter or digit of the Latin alphabet falls back to the base URL's host: the core
+domain name from the Public Suffix List (`api.weather.co.uk` → `weather`, hyphens kept); then the whole host with
+dots as hyphens (`api-weather-co-uk`); then that with a counter (`api-weather-co-uk-2`, `-3`, ...). The list is the
+`publicsuffixlist` package's own copy (no download).
 
 A `SlugClaim` has an id derived from the slug, so two services claiming one slug cannot both be saved: the event
 store refuses the second creation. A released claim (its service moved to another base URL, or was deleted) can be
@@ -13,7 +16,9 @@ claimed again; a concurrent re-claim loses on the aggregate's version.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
+import unicodedata
 from collections.abc import Iterator
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -45,8 +50,13 @@ def core_name(host: str) -> str:
     return (registrable or host).split(".")[0]
 
 
-def candidates(host: str) -> Iterator[str]:
-    """The slugs to try for a base URL's host, best first; endless (the counter grows)."""
+def candidates(host: str, name: str = "") -> Iterator[str]:
+    """The slugs to try for a service named `name` at a base URL's host, best first; endless (the counter grows)."""
+    latin = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    named = _clean(re.sub(r"[^a-z0-9]+", "-", latin.lower()))  # each run of spaces and signs: one hyphen
+    if named:
+        yield named
+        yield from (f"{named[:58]}-{counter}" for counter in itertools.count(2))
     host = host.lower().rstrip(".")
     first, whole = _clean(core_name(host)), _clean(host.replace(".", "-"))
     if first:

@@ -58,7 +58,8 @@ def service_show(args: argparse.Namespace) -> int:
 
 def service_update(args: argparse.Namespace) -> int:
     c = _container(args)
-    proxies, merchant, sid = c.proxies, args.merchant, args.id
+    proxies, merchant = c.proxies, args.merchant
+    sid = str(proxies.get_service(merchant, args.id).id)  # a slug given changes with a base-URL edit
     if args.name is not None:
         proxies.rename(merchant, sid, args.name)
     if any(v is not None for v in (args.domain, args.subdomain, args.path_suffix, args.port)):

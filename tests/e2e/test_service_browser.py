@@ -43,7 +43,7 @@ def test_merchant_puts_a_backend_behind_the_proxy_a_client_pays_and_the_merchant
                 page.get_by_role("button", name="Create service").click()
                 page.wait_for_url("**/services/*?done=created")
                 gateway_url = page.get_by_label("Gateway URL").input_value()
-                assert gateway_url.endswith("/localhost")
+                assert gateway_url.endswith("/weather")  # the slug made from the name
                 assert page.get_by_role("button", name="Copy").first.is_visible()  # JavaScript adds it
                 shot(page, "10-service-created")
 
@@ -55,7 +55,7 @@ def test_merchant_puts_a_backend_behind_the_proxy_a_client_pays_and_the_merchant
                 shot(page, "11-route-added")
 
                 # A client pays through the gateway URL (the proxy listens at its own address in this test)
-                paid_url = gateway_url.replace(gateway_url.split("/localhost")[0], proxy.url) + "/weather"
+                paid_url = gateway_url.replace(gateway_url.rsplit("/weather", 1)[0], proxy.url) + "/weather"
                 client = x402ClientSync()
                 client.register("solana:*", ExactSvmScheme(KeypairSigner(gateway.payer), rpc_url=localnet.url))
                 before = sandbox.token_balance(str(gateway.pay_to.pubkey()), gateway.body()["paymentRequirements"][

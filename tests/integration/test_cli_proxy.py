@@ -43,7 +43,7 @@ def test_a_service_and_its_routes_from_the_command_line(data_dir, capsys, monkey
     service = run(capsys, "service", "create", "--merchant", "acme", "--name", "Weather", "--domain", "localhost",
                   "--port", "9999", "--upstream-auth", "X-Api-Key")
     assert service["type"] == "Proxy" and service["baseUrl"] == "http://localhost:9999"
-    assert service["slug"] == "localhost" and service["gatewayUrl"] == "http://127.0.0.1:8405/localhost"
+    assert service["slug"] == "weather" and service["gatewayUrl"] == "http://127.0.0.1:8405/weather"
     assert service["upstreamAuth"] == {"header": "X-Api-Key", "set": True} and service["active"] is True
     assert "upstream-secret-value" not in json.dumps(service)
     assert b"upstream-secret-value" not in (data_dir / "proxy_services.db").read_bytes()
@@ -87,9 +87,10 @@ def test_every_command_naming_a_service_takes_its_slug_as_well_as_its_id(data_di
     # Another merchant's slug names no service of yours, and the answer says what is accepted.
     assert main(["route", "list", "--merchant", "beta", "--service", slug]) == 2
     assert f"no service {slug} (give one of your services' id or slug)" in capsys.readouterr().err
-    # A base-URL edit by slug moves the slug with the service: the old one is released, the new one names it.
+    # A base-URL edit by slug made from the earlier name: the slug follows the new name, the old one is released.
     moved = run(capsys, "service", "update", slug, "--merchant", "acme", "--port", "9997")
-    assert moved["id"] == service["id"]
+    assert (moved["id"], moved["slug"]) == (service["id"], "my-quotes")
+    assert main(["service", "show", slug, "--merchant", "acme"]) == 2
     assert run(capsys, "service", "show", moved["slug"], "--merchant", "acme")["id"] == service["id"]
     assert main(["route", "delete", route["id"], "--merchant", "acme", "--service", moved["slug"]]) == 0
     assert main(["service", "delete", moved["slug"], "--merchant", "acme"]) == 0

@@ -33,7 +33,7 @@ def test_a_merchant_runs_a_service_from_the_pages(gateway):
     service_id = page_path.rsplit("/", 1)[1]
     page = get(page_path)
     assert page.status_code == 200 and "up-s3cret" not in page.text
-    assert re.search(r'id="gateway-url" class="mono" readonly value="http://[^"]+/localhost"', page.text)
+    assert re.search(r'id="gateway-url" class="mono" readonly value="http://[^"]+/local-weather"', page.text)
     assert 'data-copy="gateway-url"' in page.text and "X-Api-Key is set" in page.text
 
     refused = post(client, f"/services/{service_id}/routes", {"csrf_token": csrf, "method": "GET", "path": "nope",

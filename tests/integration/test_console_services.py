@@ -35,7 +35,7 @@ def test_a_merchant_creates_lists_edits_and_deletes_a_service_with_its_routes(co
     service = created.json
     assert {k: service[k] for k in ("name", "type", "baseUrl", "active")} == {
         "name": "Local", "type": "Proxy", "baseUrl": "http://localhost:9999", "active": True}
-    assert service["slug"] == "localhost" and service["gatewayUrl"].endswith("/localhost")
+    assert service["slug"] == "local" and service["gatewayUrl"].endswith("/local")  # made from the name
     assert "s3cret-up" not in created.text and service["upstreamAuth"] == {"header": "X-Api-Key", "set": True}
     sid = service["id"]
     assert [s["id"] for s in acme.request("GET", "/services").json["services"]] == [sid]

@@ -30,7 +30,7 @@ def test_twelve_services_created_at_once_on_one_host_get_twelve_distinct_slugs(p
     apps = [app(postgres_url) for _ in range(3)]
     try:
         with ThreadPoolExecutor(6) as pool:
-            created = list(pool.map(lambda i: apps[i % 3].create_service("acme", f"S{i}", "weather.co.uk",
+            created = list(pool.map(lambda i: apps[i % 3].create_service("acme", "☂", "weather.co.uk",
                                                                          subdomain="api"), range(12)))
         slugs = sorted(s.slug for s in created)
         assert len(set(slugs)) == 12
@@ -46,9 +46,9 @@ def test_twelve_services_created_at_once_on_one_host_get_twelve_distinct_slugs(p
 def test_a_base_url_edit_releases_the_old_slug_for_the_next_service(postgres_url):
     services = app(postgres_url)
     try:
-        first = services.create_service("acme", "W", "weather.co.uk")
+        first = services.create_service("acme", "☂", "weather.co.uk")  # a slug from the host
         services.change_base_url("acme", str(first.id), "climate.org")
         assert services.get_by_slug("weather") is None
-        assert services.create_service("acme", "W2", "weather.co.uk").slug == "weather"
+        assert services.create_service("acme", "☁", "weather.co.uk").slug == "weather"
     finally:
         services.close()

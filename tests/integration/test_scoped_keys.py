@@ -135,7 +135,7 @@ def test_a_key_can_only_be_scoped_to_one_of_the_merchants_own_services(gateway):
     acme = ApiClient(console_client(container))
     assert acme.login("owner@acme.test").status_code == 200
 
-    for ref in ("weather", str(theirs.id), theirs.slug, "00000000-0000-0000-0000-000000000000"):
+    for ref in ("forecast", str(theirs.id), theirs.slug, "00000000-0000-0000-0000-000000000000"):
         refused = acme.request("POST", "/keys", json={"env": "test", "service": ref})
         assert refused.status_code == 400, ref
         assert refused.json["error"] == "invalid_request" and refused.json["field"] == "service"

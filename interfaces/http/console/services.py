@@ -116,6 +116,7 @@ class ServiceResource(_Base):
         merchant, command = session_of(req).merchant, body(req, ServiceSchema())
         proxies = self._proxies
         current = proxies.get_service(merchant, service_id)
+        service_id = str(current.id)  # a slug given changes with a base-URL edit
         if "name" in command:
             proxies.rename(merchant, service_id, command["name"])
         if any(k in command for k in ("domain", "subdomain", "pathSuffix", "port")):

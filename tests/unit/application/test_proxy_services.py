@@ -58,9 +58,10 @@ def test_the_three_slug_collisions_core_name_whole_host_then_counter(directory):
     directory.verify("a", "weather.co.uk")
     directory.verify("b", "weather.co.uk")
     app = services(directory)
-    first = app.create_service("a", "A", "weather.co.uk", subdomain="api")
-    second = app.create_service("b", "B", "weather.co.uk", subdomain="api")
-    third = app.create_service("a", "C", "weather.co.uk", subdomain="api")
+    # Names that make no slug (no Latin letter or digit): the base URL's host gives it.
+    first = app.create_service("a", "☂", "weather.co.uk", subdomain="api")
+    second = app.create_service("b", "☁", "weather.co.uk", subdomain="api")
+    third = app.create_service("a", "☀", "weather.co.uk", subdomain="api")
     assert [first.slug, second.slug, third.slug] == ["weather", "api-weather-co-uk", "api-weather-co-uk-2"]
     assert app.get_by_slug("api-weather-co-uk").id == second.id
 
@@ -85,7 +86,7 @@ def test_localhost_is_for_sandbox_mode_only(directory):
     with pytest.raises(ProxyServiceError):
         services(directory).create_service("a", "Local", "localhost", port=8080)
     local = services(directory, sandbox=True).create_service("a", "Local", "localhost", port=8080)
-    assert local.base_url == "http://localhost:8080" and local.slug == "localhost"
+    assert local.base_url == "http://localhost:8080" and local.slug == "local"
 
 
 def test_only_the_sandbox_merchant_may_proxy_localhost_and_never_to_paywardens_own_ports(directory):
@@ -106,16 +107,31 @@ def test_path_suffixes_that_escape_or_carry_a_query_are_refused(directory, suffi
         services(directory).create_service("a", "W", path_suffix=suffix)
 
 
-def test_a_base_url_edit_regenerates_the_slug_and_frees_the_old_one(directory):
+def test_a_base_url_edit_regenerates_a_slug_made_from_the_host_and_frees_the_old_one(directory):
     directory.verify("a", "weather.com", "climate.org")
     app = services(directory)
-    service = app.create_service("a", "W", "weather.com")
+    service = app.create_service("a", "☂", "weather.com")
     moved = app.change_base_url("a", str(service.id), "climate.org")
     assert moved.slug == "climate"
     assert app.get_by_slug("weather") is None
     assert app.get_by_slug("climate").id == service.id
-    other = app.create_service("a", "W2", "weather.com")
+    other = app.create_service("a", "☁", "weather.com")
     assert other.slug == "weather"  # the released slug is claimed again
+
+
+def test_a_slug_is_made_from_the_services_name_and_stays_through_renames_and_moves(directory):
+    directory.verify("a", "weather.com", "climate.org")
+    directory.verify("b", "weather.com")
+    app = services(directory)
+    quotes = app.create_service("a", "My Quotes", "weather.com")
+    assert quotes.slug == "my-quotes"
+    assert app.create_service("b", "My  Quotes!", "weather.com").slug == "my-quotes-2"
+    assert app.create_service("a", "Café Prices", "weather.com").slug == "cafe-prices"
+    app.rename("a", "my-quotes", "Quotes of the day")  # a rename keeps the gateway URL handed out
+    assert app.get_service("a", str(quotes.id)).slug == "my-quotes"
+    moved = app.change_base_url("a", "my-quotes", "climate.org")
+    assert moved.slug == "quotes-of-the-day"  # a move takes the slug of its current name
+    assert app.get_by_slug("my-quotes") is None
 
 
 def test_a_custom_slug_is_claimed_once(directory):
@@ -149,7 +165,7 @@ def test_delete_is_refused_while_routes_exist(directory):
         app.delete_service("a", str(service.id))
     app.remove_route("a", str(service.id), route.id)
     app.delete_service("a", str(service.id))
-    assert app.get_by_slug("weather") is None
+    assert app.get_by_slug("w") is None
     assert app.list_services("a") == []
     with pytest.raises(ServiceNotFoundError):
         app.get_service("a", str(service.id))
@@ -170,7 +186,7 @@ def test_upstream_auth_is_stored_encrypted_and_opens_for_forwarding(directory):
     recorded = list(app.events.get(service.id))
     assert any(isinstance(e, ProxyService.UpstreamAuthSet) for e in recorded)
     assert all("sk_live_very_secret" not in repr(e.__dict__) for e in recorded)
-    assert app.upstream_auth(app.get_by_slug("weather")) == ("X-Api-Key", "sk_live_very_secret")
+    assert app.upstream_auth(app.get_by_slug("w")) == ("X-Api-Key", "sk_live_very_secret")
     with pytest.raises(ProxyServiceError):
         app.set_upstream_auth("a", str(service.id), "Host", "x")
 
@@ -181,7 +197,7 @@ def test_matching_uses_the_first_route_in_creation_order_and_normalised_paths(di
     service = app.create_service("a", "W")
     premium = app.add_route("a", str(service.id), method="GET", path="/premium/*", price=9, pay_to=PAY_TO)
     app.add_route("a", str(service.id), method="*", path="/*", price=1, pay_to=PAY_TO)
-    service = app.get_by_slug("weather")
+    service = app.get_by_slug("w")
     assert app.match(service, "GET", "/%70remium/x").id == premium.id
     assert app.match(service, "POST", "/premium/x").price == 1
 
