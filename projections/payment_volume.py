@@ -16,9 +16,11 @@ The overview reads at most 30 + 48 buckets per service, whatever the number of p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import singledispatchmethod
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from eventsourcing.persistence import Tracking
@@ -81,6 +83,47 @@ class PaymentVolumeView(SqlView):
                              f"({', '.join('?' * len(chunk))})", chunk)
             found.update({r[0]: (r[1], r[2]) for r in rows})
         return found
+
+
+class VolumeReader(Protocol):
+    """What the pages and the export read of the money read model: `PaymentVolumeView`, or `NamedVolume` over it."""
+
+    def get_buckets(self, merchant_id: str, span: str, first: str, last: str) -> list[Bucket]: ...
+
+    def get_services(self, payment_ids: list[str]) -> dict[str, tuple[str, str]]: ...
+
+
+@dataclass(frozen=True)
+class NamedVolume:
+    """The money read model as one merchant reads it: a series of one of its proxy services is named by the
+    service's name ("My Quotes") instead of the `host/slug` recorded (`127.0.0.1:8405/my-quotes`); every other
+    series (a merchant's own server, `(no resource)`) as recorded. Names are read when shown, so a rename renames
+    the history too; the read model keeps the recorded series, so nothing is rebuilt."""
+
+    view: VolumeReader
+    slugs: dict[str, str]  # slug → the name shown
+    proxy_host: str  # the proxy's public host (PAYWARDEN_PROXY_URL); empty: any host
+
+    @classmethod
+    def of(cls, view: VolumeReader, services: Iterable[tuple[str, str]], proxy_host: str) -> NamedVolume:
+        """Over `view`, with the merchant's live services as (slug, name); two services of one name are told apart
+        by their slug (`Quotes (quotes-2)`)."""
+        listed = list(services)
+        twice = {name for name, n in Counter(name for _, name in listed).items() if n > 1}
+        return cls(view, {slug: (f"{name} ({slug})" if name in twice else name) for slug, name in listed},
+                   proxy_host)
+
+    def name(self, service: str) -> str:
+        host, _, slug = service.rpartition("/")
+        named = self.slugs.get(slug) if host and (not self.proxy_host or host == self.proxy_host) else None
+        return named or service
+
+    def get_buckets(self, merchant_id: str, span: str, first: str, last: str) -> list[Bucket]:
+        return [replace(b, service=self.name(b.service))
+                for b in self.view.get_buckets(merchant_id, span, first, last)]
+
+    def get_services(self, payment_ids: list[str]) -> dict[str, tuple[str, str]]:
+        return {k: (self.name(service), url) for k, (service, url) in self.view.get_services(payment_ids).items()}
 
 
 class SqlitePaymentVolumeView(PaymentVolumeView, SQLiteTrackingRecorder):

@@ -15,6 +15,7 @@ from interfaces.config import ConfigError
 
 
 def export(args: argparse.Namespace) -> int:
+    from interfaces.http.console.collaborators import named_volume
     from interfaces.http.console.payments import export_filters
     from projections.payment_export import export_csv
 
@@ -30,7 +31,9 @@ def export(args: argparse.Namespace) -> int:
             raise MerchantError(f"no merchant named {args.merchant}", field="merchant")
         out: Any = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115 - closed below
         try:
-            for chunk in export_csv(container.payment_list, container.payment_volume, merchant.merchant_id,
+            volume = named_volume(container.payment_volume, container.proxies, container.config.proxy_url,
+                                  args.merchant)
+            for chunk in export_csv(container.payment_list, volume, merchant.merchant_id,
                                     state=filters["state"], since=filters["since"], until=filters["until"]):
                 out.write(chunk)
             out.flush()

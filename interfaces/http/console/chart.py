@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from domain.money import usdc
-from projections.payment_volume import DAY, HOUR, Bucket, PaymentVolumeView
+from projections.payment_volume import DAY, HOUR, Bucket, VolumeReader
 
 PALETTE = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")
 OTHERS = "other services"
@@ -75,7 +75,7 @@ def buckets_of(span: str, now: datetime) -> list[str]:
     return [(now - timedelta(hours=n)).strftime("%Y-%m-%dT%H") for n in range(47, -1, -1)]
 
 
-def chart(view: PaymentVolumeView, merchant_id: str, span: str, now: datetime) -> Chart:
+def chart(view: VolumeReader, merchant_id: str, span: str, now: datetime) -> Chart:
     keys = buckets_of(span, now)
     return layout(span, keys, view.get_buckets(merchant_id, span, keys[0], keys[-1]))
 

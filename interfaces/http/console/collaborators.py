@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol
+from urllib.parse import urlsplit
 
 import falcon
 
@@ -21,7 +22,7 @@ from projections.accounts import AccountsView
 from projections.catalog import CatalogView
 from projections.key_use import KeyUseView
 from projections.payment_list import PaymentListView
-from projections.payment_volume import PaymentVolumeView
+from projections.payment_volume import NamedVolume, PaymentVolumeView, VolumeReader
 
 P = ParamSpec("P")
 
@@ -73,6 +74,20 @@ def mount(app: falcon.App, resources: Iterable[Mountable[P]], *args: P.args, **k
     """Add each resource class at its `route`, each built from the same arguments: what those resources use."""
     for resource in resources:
         app.add_route(resource.route, resource(*args, **kwargs))
+
+
+def named_volume(volume: VolumeReader | None, proxies: ProxyServices, proxy_url: str,
+                 merchant: str) -> NamedVolume | None:
+    """The payment_volume read model as `merchant` reads it: its proxy services' series by their names (the
+    console's pages, API and export, and `paywarden payments export`)."""
+    if volume is None:
+        return None
+    return NamedVolume.of(volume, ((s.slug, s.name) for s in proxies.list_services(merchant)),
+                          urlsplit(proxy_url).netloc)
+
+
+def volume_of(c: Collaborators, merchant: str) -> NamedVolume | None:
+    return named_volume(c.payment_volume, c.proxies, c.proxy_url, merchant)
 
 
 def fee_payer_health(probes: Probes) -> list[dict[str, str]]:

@@ -18,7 +18,7 @@ from domain.money import is_usdc, usdc
 from domain.networks import NETWORKS, KeyEnv, network
 from interfaces.http.console import chart
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
-from interfaces.http.console.collaborators import Collaborators, mount
+from interfaces.http.console.collaborators import Collaborators, mount, volume_of
 from interfaces.http.console.security import Throttled
 from projections.catalog import search_resources
 from projections.catalog_search import CursorError, Key, fingerprint, query_problem
@@ -207,7 +207,8 @@ class OverviewPage(ContextPage):
     template, title, active = "overview.html", "Overview", "/"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        merchant_id, view, volume = req.context.session.merchant_id, self._c.payment_list, self._c.payment_volume
+        merchant_id, view = req.context.session.merchant_id, self._c.payment_list
+        volume = volume_of(self._c, req.context.session.merchant)  # the merchant's services by name
         now = datetime.now(UTC)
         today = view.get_day(merchant_id, now.strftime("%Y-%m-%d")) if view is not None else None
         charts = [chart.chart(volume, merchant_id, span, now) for span in (chart.DAY, chart.HOUR)] \

@@ -22,7 +22,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate, valida
 
 from domain.networks import MAINNET, NETWORKS
 from interfaces.http.console.api import session_of
-from interfaces.http.console.collaborators import Collaborators, Resource, mount
+from interfaces.http.console.collaborators import Collaborators, Resource, mount, volume_of
 from interfaces.http.console.pages import Page
 from projections.payment_export import export_csv
 from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
@@ -121,9 +121,10 @@ def described(row: PaymentRow, service: tuple[str, str] | None) -> dict[str, Any
             "resource": (service[1] or None) if service else None}
 
 
-def services_of(c: Collaborators, rows: list[PaymentRow]) -> dict[str, tuple[str, str]]:
-    """(service, resource URL) of each row, from the payment_volume read model."""
-    return c.payment_volume.get_services([r.payment_id for r in rows]) if c.payment_volume is not None else {}
+def services_of(c: Collaborators, merchant: str, rows: list[PaymentRow]) -> dict[str, tuple[str, str]]:
+    """(service, resource URL) of each row, from the payment_volume read model; a proxy service by its name."""
+    volume = volume_of(c, merchant)
+    return volume.get_services([r.payment_id for r in rows]) if volume is not None and rows else {}
 
 
 def page_of(view: PaymentListView, merchant_id: str, filters: dict[str, Any]) -> PaymentPage:
@@ -148,9 +149,9 @@ class PaymentsResource(Resource):
     route = "/api/v1/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        merchant_id, filters = session_of(req).merchant_id, query(req)
-        page = page_of(self._c.payment_list, merchant_id, filters)
-        services = services_of(self._c, page.items)
+        s, filters = session_of(req), query(req)
+        page = page_of(self._c.payment_list, s.merchant_id, filters)
+        services = services_of(self._c, s.merchant, page.items)
         resp.media = {"payments": [described(row, services.get(row.payment_id)) for row in page.items],
                       "total": page.total,
                       "nextCursor": cursor_of(page.items[-1]) if page.more else None}
@@ -179,7 +180,7 @@ class PaymentsExportResource(Resource):
         given = [s.merchant, *(v for v in (req.get_param("from"), req.get_param("to")) if v)]  # `to` as given
         name = "-".join(["payments", *(re.sub(r"[^A-Za-z0-9._-]", "_", v) for v in given)])  # nothing a header carries
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
-        resp.stream = export_csv(view, self._c.payment_volume, s.merchant_id, state=filters["state"],
+        resp.stream = export_csv(view, volume_of(self._c, s.merchant), s.merchant_id, state=filters["state"],
                                  since=since, until=until)
 
 
@@ -187,9 +188,9 @@ class PaymentResource(Resource):
     route = "/api/v1/payments/{payment_id}"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
-        view = self._c.payment_list
-        row = owned(view, session_of(req).merchant_id, payment_id)
-        resp.media = {**described(row, services_of(self._c, [row]).get(payment_id)),
+        view, s = self._c.payment_list, session_of(req)
+        row = owned(view, s.merchant_id, payment_id)
+        resp.media = {**described(row, services_of(self._c, s.merchant, [row]).get(payment_id)),
                       "events": [e.as_dict() for e in view.get_timeline(payment_id)]}
 
 
@@ -213,10 +214,12 @@ class PaymentsPage(Page):
         except ValidationError as refused:  # keyed by the wire names (`from`, `to`): shown beside those fields
             errors = {k: " ".join(map(str, v)) for k, v in refused.normalized_messages().items()}
             return self.render(req, resp, falcon.HTTP_400, errors=errors, payments=None, **context)
-        page = page_of(self._c.payment_list, req.context.session.merchant_id, filters)
+        s = req.context.session
+        page = page_of(self._c.payment_list, s.merchant_id, filters)
         filtered = {k: v for k, v in form.items() if k != "cursor"}
         export = {k: v for k, v in form.items() if k in ("state", "from", "to") and v}
-        self.render(req, resp, payments=page.items, total=page.total, services=services_of(self._c, page.items),
+        self.render(req, resp, payments=page.items, total=page.total,
+                    services=services_of(self._c, s.merchant, page.items),
                     export_url="/api/v1/payments/export" + (f"?{urlencode(export)}" if export else ""),
                     first_url=f"/payments?{urlencode(filtered)}" if "cursor" in filters else None,
                     next_url=f"/payments?{urlencode({**filtered, 'cursor': cursor_of(page.items[-1])})}"
@@ -230,7 +233,7 @@ class PaymentDetailPage(Page):
         view = self._c.payment_list
         row = owned(view, req.context.session.merchant_id, payment_id)
         self.render(req, resp, payment=row, events=view.get_timeline(payment_id), shown=shown,
-                    service=services_of(self._c, [row]).get(row.payment_id),
+                    service=services_of(self._c, req.context.session.merchant, [row]).get(row.payment_id),
                     explorer=explorer_url(row.network, row.transaction_signature, self._c.sandbox))
 
 
