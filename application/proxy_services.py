@@ -249,6 +249,14 @@ class ProxyServices(Leader[uuid.UUID]):
         found = [self._load(i) for i in (index.service_ids if index else [])]
         return [s for s in found if s is not None and not s.deleted]
 
+    def wallet_of(self, merchant: str) -> str | None:
+        """The merchant's wallet as its routes name it: the payTo of the last route of its newest service with
+        routes; None while it has none (the route forms' default pay-to)."""
+        for service in reversed(self.list_services(merchant)):
+            if service.routes:
+                return list(service.routes.values())[-1].pay_to
+        return None
+
     def services_on_domain(self, merchant_uuid: str, domain: str) -> int:
         """The console's `DomainUsage` port: how many of the merchant's live services have their base URL on
         `domain` (a verified domain cannot be removed while one does)."""

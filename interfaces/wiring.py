@@ -25,6 +25,7 @@ from interfaces.http.proxy.mcp_upstream import upstream_tools
 from interfaces.runtime.probes import FollowedLog, Probes, ProbeTargets
 from interfaces.runtime.webhook_service import WebhookCollaborators, WebhookService
 from interfaces.runtime.workers import PROJECTIONS
+from interfaces.sandbox.console import sandbox_wallet
 
 
 def probe_targets(container: Container) -> ProbeTargets:
@@ -86,7 +87,7 @@ def console_collaborators(container: Container, *, api_url: str = "",
         catalog=container.catalog, listings=container.listings, cursor_key=derived_key(config, SEARCH_CURSORS),
         console_url=config.console_url, secure_cookies=not config.sandbox, sandbox=config.sandbox,
         trusted_proxies=config.trusted_proxies, api_url=api_url, fee_payers=health,
-        proxy_url=config.proxy_url, payment_volume=container.payment_volume,
+        proxy_url=config.proxy_url, payment_volume=container.payment_volume, sandbox_wallet=sandbox_wallet(config),
         books=container.books.status if container.books is not None else lambda: None,
         mcp_tools=functools.partial(upstream_tools, outbound, container.proxies),
     )

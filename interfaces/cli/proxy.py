@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from interfaces.cli import context
+from interfaces.config import ConfigError
 from interfaces.http.console.representation import route_json, service_json
 
 
@@ -91,6 +92,9 @@ def service_delete(args: argparse.Namespace) -> int:
 
 
 def route_add(args: argparse.Namespace) -> int:
+    from interfaces.http.console.collaborators import default_pay_to
+    from interfaces.sandbox.console import sandbox_wallet
+
     c = _container(args)
     terms: dict[str, Any] = {"settle": args.settle, "max_timeout_seconds": args.max_timeout_seconds}
     if args.description:
@@ -99,8 +103,11 @@ def route_add(args: argparse.Namespace) -> int:
         terms["mime_type"] = args.mime_type
     if args.bazaar:
         terms["bazaar"] = json.loads(args.bazaar)
+    pay_to = args.pay_to or default_pay_to(c.proxies, args.merchant, sandbox_wallet(c.config))
+    if pay_to is None:
+        raise ConfigError(f"--pay-to is needed: no route of {args.merchant} names a wallet yet")
     route = c.proxies.add_route(args.merchant, args.service, method=args.method, path=args.path,
-                                price=args.price, pay_to=args.pay_to, network_id=args.network, asset=args.asset,
+                                price=args.price, pay_to=pay_to, network_id=args.network, asset=args.asset,
                                 **terms)
     _print(route_json(route))
     return 0
@@ -170,7 +177,8 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--method", default="GET", help="HTTP method (default GET)")
     add.add_argument("--path", required=True, help="the route's path pattern")
     add.add_argument("--price", type=int, required=True, help="atomic units (1 USDC = 1000000)")
-    add.add_argument("--pay-to", required=True, help="the address paid (base58)")
+    add.add_argument("--pay-to", help="the address paid (base58); default: the merchant's wallet, as its last route "
+                                      "names it (the sandbox merchant: the wallet `up` made)")
     add.add_argument("--network", help="CAIP-2 network id (docs/proxy.md gives the default)")
     add.add_argument("--asset", help="token mint (default: the network's USDC)")
     add.add_argument("--description", help="what the route serves (in the 402 and the catalog)")

@@ -9,7 +9,7 @@ import secrets
 from pathlib import Path
 
 from domain.merchant import MerchantConflictError
-from interfaces.config import Config, without_password
+from interfaces.config import Config, ConfigError, without_password
 
 SANDBOX_EMAIL = "sandbox@paywarden.localhost"
 
@@ -51,3 +51,17 @@ def console_login(config: Config, merchant: str) -> tuple[str, str]:
         return SANDBOX_EMAIL, password
     finally:
         container.close()
+
+
+def sandbox_wallet(config: Config) -> str | None:
+    """The sandbox merchant's wallet: the address of `DATA_DIR/merchant-wallet.json`, which `paywarden up` makes
+    and funds (`up --json`'s `pay_to`); None outside the sandbox or before `up` ran."""
+    from interfaces.adapters.signers import read_keypair
+
+    path = config.data_dir / "merchant-wallet.json"
+    if not config.sandbox or not path.is_file():
+        return None
+    try:
+        return str(read_keypair(path).pubkey())
+    except ConfigError:
+        return None

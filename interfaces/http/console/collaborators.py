@@ -13,7 +13,7 @@ import falcon
 from application.listings import Listings
 from application.merchants import Merchants
 from application.proxy_services import ProxyServices
-from domain.proxy_service import ProxyService
+from domain.proxy_service import SANDBOX_MERCHANT, ProxyService
 from interfaces.http.console.security import LoginThrottle
 from interfaces.http.console.sessions import Sessions
 from interfaces.runtime.probes import Probes
@@ -51,6 +51,7 @@ class Collaborators:
     proxy_url: str = ""  # the proxy's public address, for gateway URLs
     payment_volume: PaymentVolumeView | None = None  # the overview's chart, payments' services
     mcp_tools: Callable[[ProxyService], list[dict[str, Any]]] | None = None  # an mcp service's server's tools/list
+    sandbox_wallet: str | None = None  # `up`'s merchant-wallet.json: the sandbox merchant's wallet
 
 
 class Resource:
@@ -88,6 +89,12 @@ def named_volume(volume: VolumeReader | None, proxies: ProxyServices, proxy_url:
 
 def volume_of(c: Collaborators, merchant: str) -> NamedVolume | None:
     return named_volume(c.payment_volume, c.proxies, c.proxy_url, merchant)
+
+
+def default_pay_to(proxies: ProxyServices, merchant: str, sandbox_wallet: str | None) -> str | None:
+    """The pay-to a new route starts with (the console's route form, `route add` without `--pay-to`): the
+    merchant's wallet as its routes name it, else, for the sandbox merchant, the wallet `up` made; None otherwise."""
+    return proxies.wallet_of(merchant) or (sandbox_wallet if merchant == SANDBOX_MERCHANT else None)
 
 
 def fee_payer_health(probes: Probes) -> list[dict[str, str]]:

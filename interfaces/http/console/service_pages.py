@@ -10,13 +10,13 @@ from jinja2 import Environment
 
 from application.proxy_services import ServiceNotFoundError
 from domain.errors import DomainError
-from domain.money import AmountError, parse_usdc
 from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
-from interfaces.http.console.collaborators import Collaborators, mount
+from interfaces.http.console.collaborators import Collaborators, default_pay_to, mount
 from interfaces.http.console.pages import Page, form_of, templates
 from interfaces.http.console.representation import route_json, service_json
+from interfaces.http.console.route_form import route_terms
 
 NOTICES = {
     "created": "Service created: requests to its gateway URL are now charged and forwarded.",
@@ -89,9 +89,11 @@ class _OneServicePage(_ServicePage):
     template, title = "service.html", "Service"
 
     def context_of(self, req: falcon.Request, service_id: str) -> dict[str, Any]:
-        service = self._proxies.get_service(self.merchant(req), service_id)
+        merchant = self.merchant(req)
+        service = self._proxies.get_service(merchant, service_id)
         context = {"service": service_json(service, self._c.proxy_url),
-                   "routes": [route_json(r) for r in service.routes.values()]}
+                   "routes": [route_json(r) for r in service.routes.values()],
+                   "default_pay_to": default_pay_to(self._proxies, merchant, self._c.sandbox_wallet) or ""}
         if service.kind == "mcp":
             from interfaces.http.console.tool_pages import tool_rows
 
@@ -164,25 +166,14 @@ class RoutesPage(_OneServicePage):
     def on_post(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         form = form_of(req)
         try:
-            terms: dict[str, Any] = {"settle": form.get("settle") or "after"}
-            for wire, name in (("description", "description"), ("mime_type", "mime_type")):
-                if form.get(wire):
-                    terms[name] = form[wire]
-            if form.get("max_timeout_seconds"):
-                terms["max_timeout_seconds"] = int(form["max_timeout_seconds"])
-            try:
-                price = parse_usdc(form.get("price", ""))
-            except AmountError as refused:
-                raise ProxyServiceError(str(refused), field="price") from None
+            terms = route_terms(form, production=not self._c.sandbox)
             self._proxies.add_route(self.merchant(req), service_id, method=form.get("method") or "GET",
-                                    path=form.get("path", ""), price=price, pay_to=form.get("pay_to", ""),
+                                    path=form.get("path", ""), pay_to=form.get("pay_to", ""),
                                     network_id=form.get("network") or None, **terms)
         except ServiceNotFoundError:
             raise falcon.HTTPNotFound() from None
-        except (DomainError, ValueError) as failure:
-            error = failure if isinstance(failure, DomainError) else ProxyServiceError(
-                "maxTimeoutSeconds is a number", field="max_timeout_seconds")
-            return self.refused(req, resp, error, form, **self.context_of(req, service_id))
+        except DomainError as failure:
+            return self.refused(req, resp, failure, form, **self.context_of(req, service_id))
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=route-added")
 
 
