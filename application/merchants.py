@@ -346,8 +346,8 @@ class Merchants(MerchantRecords, Leader[UUID]):
     def _service_id(self, name: str, ref: str) -> str:
         found = self._usage.service_id_for(name, ref) if self._usage is not None else None
         if found is None:
-            raise MerchantError(f"{ref!r} is not one of your proxy services: give a service's id or slug "
-                                "(paywarden service list), or no service for an unscoped key", field="service")
+            raise MerchantError(f"{ref!r} is not one of your proxy services: give a service's id or slug, as "
+                                "paywarden service list shows them, or no service for an unscoped key", field="service")
         return found
 
     def _login(self, email: str) -> OwnerLogin:

@@ -272,8 +272,9 @@ def _refusal(failure: Exception) -> str | None:
 
     if isinstance(failure, (ConfigError, WebhookError, ProxyServiceError)):
         return str(failure)
-    if isinstance(failure, MerchantError):  # "no merchant named ...": say which store was asked
-        return f"{failure} ({_store_note()})"
+    if isinstance(failure, MerchantError):  # "no merchant named ...": say which store was asked (after a semicolon:
+        # the message and the note may hold parentheses of their own, which must not nest)
+        return f"{failure}; {_store_note()}"
     return None
 
 

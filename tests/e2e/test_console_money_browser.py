@@ -128,7 +128,8 @@ def test_merchant_reads_a_month_of_money_and_the_payments_just_made_from_the_cha
     live_hour = live_settled[0]["settledAt"][:13]  # the hour they settled in (the history ends an hour ago)
     if all(p["settledAt"][:13] == live_hour for p in live_settled):
         title = page.locator(f'#chart-hours g.bucket[data-bucket="{live_hour}"] > title').text_content()
-        assert title == f"{live_hour}: {Decimal(sum(a * t for a, t in LIVE.values())) / 1_000_000} USDC, " \
+        paid = Decimal(sum(a * t for a, t in LIVE.values())) / 1_000_000
+        assert title == f"{live_hour[:10]} {live_hour[11:]}:00 UTC: {paid} USDC, " \
                         f"{sum(t for _, t in LIVE.values())} payments"
     legend = page.locator("#chart-days .legend li").all_inner_texts()
     assert len(legend) == 3 and all(" USDC, " in line for line in legend)
@@ -161,7 +162,7 @@ def test_merchant_reads_a_month_of_money_and_the_payments_just_made_from_the_cha
     assert page.locator("tbody tr").nth(1).locator("td.service").inner_text() in LIVE
     with page.expect_download() as download:
         page.get_by_role("link", name="Export CSV").click()
-    assert download.value.suggested_filename == "payments-acme.csv"
+    assert download.value.suggested_filename == "payments-acme-all.csv"
     shot(page, "money-payments")
 
     # A payment's page: the service and resource, the raw transaction folded away until asked for

@@ -46,6 +46,17 @@ def test_merchant_puts_a_backend_behind_the_proxy_a_client_pays_and_the_merchant
                 assert gateway_url.endswith("/weather")  # the slug made from the name
                 assert page.get_by_role("button", name="Copy").first.is_visible()  # JavaScript adds it
                 shot(page, "10-service-created")
+                # The services list shows the whole gateway URL (it was cut off by the table before).
+                long = gateway.container.proxies.create_service("acme", "Weather forecasts by city and hour",
+                                                                "localhost", port=int(backend.url.rsplit(":", 1)[1]))
+                page.set_viewport_size({"width": 1024, "height": 768})  # a laptop's window
+                page.get_by_role("navigation", name="Console").get_by_role("link", name="Services").click()
+                assert page.get_by_label("Gateway URL of Weather", exact=True).input_value() == gateway_url
+                listed = page.get_by_label(f"Gateway URL of {long.name}")
+                assert listed.input_value().endswith("/weather-forecasts-by-city-and-hour")
+                assert listed.evaluate("e => e.scrollWidth <= e.clientWidth"), "the gateway URL is cut off"
+                shot(page, "10-services-list")
+                page.get_by_role("link", name="Weather", exact=True).click()
 
                 page.get_by_label("Path", exact=True).fill("/weather")
                 page.get_by_label("Price (USDC)").fill("0.01")

@@ -142,7 +142,7 @@ def test_the_csv_export_sums_to_the_overviews_total_and_the_cli_writes_the_same(
     acme = acme_of(paid)
     answer = html(acme, "/api/v1/payments/export")
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
-    assert answer.headers["content-disposition"] == 'attachment; filename="payments-acme.csv"'
+    assert answer.headers["content-disposition"] == 'attachment; filename="payments-acme-all.csv"'
     assert answer.content.count(b"\r\n") == 5  # RFC 4180 line ends: the header and 4 payments
     rows = list(csv.DictReader(io.StringIO(answer.text)))
     assert [r["state"] for r in rows] == ["CONFIRMED", "CONFIRMED", "CONFIRMED", "APPROVED"]  # oldest first
@@ -155,9 +155,10 @@ def test_the_csv_export_sums_to_the_overviews_total_and_the_cli_writes_the_same(
     filtered = html(acme, f"/api/v1/payments/export?state=CONFIRMED&from={datetime.now(UTC).date()}")
     assert len(list(csv.DictReader(io.StringIO(filtered.text)))) == 3
     today = datetime.now(UTC).date()
-    assert filtered.headers["content-disposition"] == f'attachment; filename="payments-acme-{today}.csv"'
+    assert filtered.headers["content-disposition"] == f'attachment; filename="payments-acme-confirmed-{today}.csv"'
     named = html(acme, f"/api/v1/payments/export?from={today}T00:00:00Z&to={today}")
-    assert named.headers["content-disposition"] == f'attachment; filename="payments-acme-{today}T00_00_00Z-{today}.csv"'
+    assert named.headers["content-disposition"] == \
+        f'attachment; filename="payments-acme-all-{today}T00_00_00Z-{today}.csv"'
     assert html(acme, "/api/v1/payments/export?state=PAID").json["field"] == "state"
     assert html(acme, "/api/v1/payments/export?limit=2").status_code == 400  # no paging: a misspelt filter
 

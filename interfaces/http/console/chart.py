@@ -45,7 +45,8 @@ class Column:
 
     @property
     def title(self) -> str:
-        return f"{self.bucket}: {usdc(self.settled)} USDC, {self.payments} payment{'' if self.payments == 1 else 's'}"
+        return f"{period(self.bucket)}: {usdc(self.settled)} USDC, " \
+               f"{self.payments} payment{'' if self.payments == 1 else 's'}"
 
 
 @dataclass
@@ -125,6 +126,11 @@ def layout(span: str, keys: list[str], rows: list[Bucket]) -> Chart:
         count_ticks=[(MONEY_TOP + MONEY_HEIGHT + GAP + COUNT_HEIGHT * (1 - f), f"{count_max * f:g}")
                      for f in (0, 1)],
         settled=sum(c.settled for c in columns), payments=sum(c.payments for c in columns))
+
+
+def period(bucket: str) -> str:
+    """A bucket in words: a UTC day as it is (`2026-11-26`), an hour as `2026-11-26 16:00 UTC`."""
+    return f"{bucket[:10]} {bucket[11:13]}:00 UTC" if len(bucket) == 13 else bucket
 
 
 def _tick(span: str, bucket: str) -> str:

@@ -32,7 +32,22 @@ def templates() -> Environment:
     env = Environment(loader=PackageLoader("interfaces.http.console", "templates"),
                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
     env.globals.update(usdc=usdc, plural=plural, money=money, network_name=network_name)
+    env.filters["moment"] = moment
     return env
+
+
+def moment(value: str | float | None, empty: str = "—") -> str:
+    """Every time a page shows, in one format: `2026-11-28 14:39:32 UTC` (to the second, UTC, as the webhook pages
+    always wrote it), from the ISO 8601 the read models keep (or seconds since the epoch)."""
+    if value is None or value == "":
+        return empty
+    try:
+        at = datetime.fromtimestamp(value, UTC) if isinstance(value, int | float) else \
+            datetime.fromisoformat(value)
+    except (ValueError, OverflowError, OSError):
+        return str(value)
+    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def plural(count: int, one: str, many: str | None = None) -> str:

@@ -177,7 +177,9 @@ class PaymentsExportResource(Resource):
         since, until = filters["since"], filters["until"]
         view = self._c.payment_list
         resp.content_type = "text/csv; charset=utf-8; header=present"
-        given = [s.merchant, *(v for v in (req.get_param("from"), req.get_param("to")) if v)]  # `to` as given
+        # One name per filter: the state (or "all") first, then `from` and `to` as given.
+        given = [s.merchant, (filters["state"] or "all").lower(),
+                 *(v for v in (req.get_param("from"), req.get_param("to")) if v)]
         name = "-".join(["payments", *(re.sub(r"[^A-Za-z0-9._-]", "_", v) for v in given)])  # nothing a header carries
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
         resp.stream = export_csv(view, volume_of(self._c, s.merchant), s.merchant_id, state=filters["state"],
