@@ -14,11 +14,12 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from marshmallow import ValidationError
 
 from domain.merchant import MerchantConflictError, MerchantError, UnknownObjectError
-from domain.money import is_usdc, usdc
-from domain.networks import NETWORKS, KeyEnv, network
+from domain.money import usdc
+from domain.networks import NETWORKS, KeyEnv
 from interfaces.http.console import chart
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
 from interfaces.http.console.collaborators import Collaborators, mount, volume_of
+from interfaces.http.console.formats import moment, money, network_name, plural
 from interfaces.http.console.security import Throttled
 from projections.catalog import search_resources
 from projections.catalog_search import CursorError, Key, fingerprint, query_problem
@@ -34,25 +35,6 @@ def templates() -> Environment:
     env.globals.update(usdc=usdc, plural=plural, money=money, network_name=network_name)
     env.filters["moment"] = moment
     return env
-
-
-def moment(value: str | float | None, empty: str = "—") -> str:
-    """Every time a page shows, in one format: `2026-11-28 14:39:32 UTC` (to the second, UTC, as the webhook pages
-    always wrote it), from the ISO 8601 the read models keep (or seconds since the epoch)."""
-    if value is None or value == "":
-        return empty
-    try:
-        at = datetime.fromtimestamp(value, UTC) if isinstance(value, int | float) else \
-            datetime.fromisoformat(value)
-    except (ValueError, OverflowError, OSError):
-        return str(value)
-    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def plural(count: int, one: str, many: str | None = None) -> str:
-    """`1 active API key`, `2 active API keys`, `0 payments`, `1,200 payments`."""
-    return f"{count:,} {one if count == 1 else (many or one + 's')}"
 
 
 def form_of(req: falcon.Request) -> dict[str, str]:
@@ -199,19 +181,6 @@ class PasswordPage(Page):
             return self.render(req, resp, status, token=form.get("token", ""), errors=errors, problem=problem)
         self._c.sessions.end_all(email)  # a new password ends every session of the login
         self.render(req, resp, done=True)
-
-
-def money(row: Any) -> str:
-    """A payment row's amount: in USDC (exact, domain/money.py) when the asset is the network's USDC, else in
-    atomic units of its asset."""
-    if is_usdc(row.network, row.asset):
-        return f"{usdc(row.amount)} USDC"
-    return f"{row.amount:,} atomic units of {row.asset}"
-
-
-def network_name(caip2: str) -> str:
-    known = network(caip2)
-    return known.name if known else caip2
 
 
 class OverviewPage(ContextPage):
