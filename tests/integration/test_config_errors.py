@@ -65,6 +65,8 @@ def bad_values(tmp: Path) -> dict[str, str]:
         "PAYWARDEN_AUDIT_SIGNING_KEY": "PRIVATE+KEY+nope",
         "PAYWARDEN_AUDIT_ORIGIN": "two words",
         "PAYWARDEN_AUDIT_CHECKPOINT_SECONDS": "0",
+        "PAYWARDEN_AUDIT_WITNESSES": "http://witness.example not-a-witness-key",
+        "PAYWARDEN_BOOKS_RECONCILE_SECONDS": "0",
         "PAYWARDEN_CONSOLE_URL": "console.example.com",
         "PAYWARDEN_SERVICE_DOMAINS": "a b.com",
         "PAYWARDEN_BLOCKED_DOMAINS": "x/y",
