@@ -264,3 +264,29 @@ def test_a_payment_id_gets_one_delivery_then_its_recorded_outcome_and_another_pa
     refused = requests.get(stack.url("/weather"), timeout=60,
                            headers={"PAYMENT-SIGNATURE": base64.b64encode(json.dumps(bad).encode()).decode()})
     assert refused_with(refused).startswith("payment-identifier")
+
+
+def test_the_paid_access_read_model_is_rebuilt_and_compared_by_audit_rebuild_check(stack_on, monkeypatch, capsys):
+    from interfaces.cli.main import main
+
+    stack = stack_on
+    for name in ("PAYWARDEN_DATABASE_URL", "PAYWARDEN_REDIS_URL", "PAYWARDEN_DEVNET_RPC_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAYWARDEN_DATA_DIR", str(stack.gateway.container.config.data_dir))
+    for name, value in stack.store.items():
+        monkeypatch.setenv(f"PAYWARDEN_{name.upper()}", value)
+    stack.route("/articles/*", access="once-paid")
+    assert sdk_get(stack, stack.url("/articles/one"), stack.gateway.payer).status_code == 200
+    catch_up_all(stack.gateway.container, ["paid_access"])
+    view = stack.gateway.container.paid_access
+    [row] = view.rows("SELECT payer, service_id, route_id FROM paid_access_payments WHERE route_id IS NOT NULL")
+    assert row[:2] == [str(stack.gateway.payer.pubkey()), stack.service_id]
+    assert main(["audit", "rebuild", "--check"]) == 0
+    assert "paid_access: " in capsys.readouterr().err
+
+    # A second source of truth would drift unseen; a row changed by hand is reported.
+    with view.datastore.transaction(commit=True) as c:
+        c.execute(view.sql("UPDATE paid_access_payments SET confirmed_at = ?"), ("2099-01-01T00:00:00.000000Z",))
+    assert main(["audit", "rebuild", "--check"]) == 1
+    reported = capsys.readouterr()
+    assert "paid_access_payments: row" in reported.out + reported.err
