@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 from uuid import UUID
 
-from eventsourcing.application import Application
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
 from domain.access import ONCE_PAID, AccessGrant, access_until
@@ -111,5 +111,8 @@ class Access(Application[UUID]):
         return Grant(signed.address, paid_at, until)
 
     def get_grant(self, grant_id: UUID) -> AccessGrant | None:
-        found: object = self.repository.get(grant_id)
+        try:
+            found: object = self.repository.get(grant_id)
+        except AggregateNotFoundError:
+            return None
         return found if isinstance(found, AccessGrant) else None

@@ -38,7 +38,7 @@ from x402.schemas import PaymentPayload as SdkPaymentPayload
 from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 from x402.schemas.hooks import ServerPaymentRequiredContext
 
-from application.access import AccessRefusedError, SignedIn
+from application.access import OTHER_CHAIN, AccessRefusedError, SignedIn
 
 T = TypeVar("T")
 CHALLENGE_SECONDS = 300  # a challenge's expiry; the SDK also refuses a message issued more than 5 minutes ago
@@ -122,10 +122,15 @@ class SdkSignIns:
             payload = parse_siwx_header(header)
         except ValueError as bad:
             raise AccessRefusedError(MALFORMED, str(bad)) from None
-        validation = completed(validate_siwx_message(payload, origin))
-        if not validation.is_valid:
-            raise AccessRefusedError(str(validation.invalid_reason), str(validation.invalid_message))
-        verification = completed(verify_siwx_signature(payload))
+        if not payload.chain_id.startswith("solana:") or payload.type != "ed25519":  # the routes are Solana's
+            raise AccessRefusedError(OTHER_CHAIN, f"chain {payload.chain_id} ({payload.type}) is not a Solana chain")
+        try:
+            validation = completed(validate_siwx_message(payload, origin))
+            if not validation.is_valid:
+                raise AccessRefusedError(str(validation.invalid_reason), str(validation.invalid_message))
+            verification = completed(verify_siwx_signature(payload))
+        except (ValueError, TypeError, OverflowError) as bad:  # a field the SDK could not read
+            raise AccessRefusedError(MALFORMED, f"SIGN-IN-WITH-X could not be read: {bad}") from None
         if not verification.is_valid or not verification.payer:
             raise AccessRefusedError(str(verification.invalid_reason or "invalid_siwx_signature"),
                                      str(verification.invalid_message or "the signature does not verify"))
