@@ -15,7 +15,7 @@ A refusal by a rule (`PaymentRuleError`) or a lost race (`DuplicateRequestError`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 from uuid import UUID
 
 from eventsourcing.application import Application
@@ -25,6 +25,7 @@ from application.deliveries import Delivery, DeliveryResult, Judge, Refused, htt
 from application.errors import DuplicateRequestError
 from application.outcomes import SettleOutcome, VerifyOutcome, replayed_settle
 from application.payment_checks import PaymentRequest, check_request
+from application.payment_identifiers import Identified, identified
 from application.payment_store import Context, PaymentStore, Settings
 from application.ports import (
     Chains,
@@ -94,9 +95,19 @@ class Payments(Application[UUID]):
         except DuplicateRequestError as duplicate:
             return SettleOutcome.failed(Code.DUPLICATE_REQUEST, network=net, message=str(duplicate))
 
+    @overload
+    def deliver(self, client: Client, payload: PaymentPayload, requirements: Requirements, *, via: str,
+                upstream: Upstream, settle_first: bool = ..., judge: Judge = ..., whole: bool = ...,
+                identifier: None = None) -> DeliveryResult: ...
+
+    @overload
+    def deliver(self, client: Client, payload: PaymentPayload, requirements: Requirements, *, via: str,
+                upstream: Upstream, settle_first: bool = ..., judge: Judge = ..., whole: bool = ...,
+                identifier: str | None) -> DeliveryResult | Identified: ...
+
     def deliver(self, client: Client, payload: PaymentPayload, requirements: Requirements, *, via: str,
                 upstream: Upstream, settle_first: bool = False, judge: Judge = http_verdict,
-                whole: bool = False) -> DeliveryResult:
+                whole: bool = False, identifier: str | None = None) -> DeliveryResult | Identified:
         """A paid request delivered through `upstream` (application/deliveries.py): the request checked once, its
         payment admitted, forwarded, settled (after a chargeable answer read whole, or first with
         `settle_first`), and one result for the transport to map. `via` names the door
@@ -104,11 +115,15 @@ class Payments(Application[UUID]):
         reads the answer whole before it is judged under `settle_first` too (`settle: after` always does).
 
         A transport calls it once per paid request and maps the result; the `Upstream` it passes receives the
-        payment's key (the proxy's `X-Paywarden-Payment-Hash`) and raises `UpstreamFailedError` for no answer."""
+        payment's key (the proxy's `X-Paywarden-Payment-Hash`) and raises `UpstreamFailedError` for no answer.
+        `identifier`: the client's x402 `payment-identifier` id (application/payment_identifiers.py): a payment
+        served before answers its recorded success, another payment with the id is refused."""
         try:
             request = self._request(client, payload, requirements, via=via)
         except PaymentRuleError as rejected:
             return Refused("", str(rejected.code), rejected.message)
+        if identifier is not None and (known := identified(self._store, request, identifier, self.save)) is not None:
+            return known
         return deliveries.deliver(self._context(), request, Delivery(upstream, settle_first, judge, whole))
 
     def follow_up(self, key: str) -> PaymentState | None:

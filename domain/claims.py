@@ -4,7 +4,8 @@ A claim's id is derived from what it claims, so a second claim of the same thing
 store's uniqueness on (originator id, version) decides, atomically with the payment's own event saved beside it.
 - `transaction`: one on-chain transaction (its message hash) settles at most one payment, across every client;
 - `memo`: a `(payTo, extra.memo)` pair settles at most once;
-- `idempotency-key`: a merchant's `Idempotency-Key` header names one payment only.
+- `idempotency-key`: a merchant's `Idempotency-Key` header names one payment only;
+- `payment-identifier`: a paying client's x402 `payment-identifier` id names one payment of a merchant only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class ClaimKind(StrEnum):
     TRANSACTION = "transaction"
     MEMO = "memo"
     IDEMPOTENCY_KEY = "idempotency-key"
+    PAYMENT_IDENTIFIER = "payment-identifier"
 
 
 def claim_id(kind: ClaimKind, subject: str) -> UUID:

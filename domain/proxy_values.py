@@ -12,6 +12,7 @@ from typing import Any
 
 from solders.pubkey import Pubkey
 
+from domain.access import PER_REQUEST, AccessRuleError, check_access
 from domain.errors import DomainError
 from domain.routes import check_method, check_pattern
 
@@ -116,6 +117,8 @@ class Route:
     mime_type: str = ""
     settle: str = "after"
     bazaar: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    access: str = PER_REQUEST  # or once-paid (domain/access.py); routes recorded before the rule are per-request
+    access_seconds: int | None = None
 
     @classmethod
     def checked(cls, **fields: Any) -> Route:
@@ -135,6 +138,11 @@ class Route:
             text = fields.get(name, "")
             if not isinstance(text, str) or len(text) > limit or not text.isprintable():
                 raise ProxyServiceError(f"{name} is at most {limit} printable characters", field=name)
+        try:
+            fields["access"], fields["access_seconds"] = check_access(fields.get("access", PER_REQUEST),
+                                                                      fields.get("access_seconds"))
+        except AccessRuleError as bad:
+            raise ProxyServiceError(str(bad), field=bad.field) from None
         bazaar = fields.get("bazaar")
         if bazaar is not None and (not isinstance(bazaar, dict) or len(json.dumps(bazaar)) >= 8192):
             raise ProxyServiceError("bazaar is an object under 8 KB", field="bazaar")

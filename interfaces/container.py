@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 
+from application.access import Access
 from application.books import Books
 from application.listings import BatchFirst, Listings, StoredPayments
 from application.merchants import DomainUsage, MerchantRecords, Merchants, MerchantSettings
@@ -39,6 +40,7 @@ from interfaces.adapters.resolver import GetaddrinfoResolver
 from interfaces.adapters.secret_box import build_secret_box
 from interfaces.adapters.secrets import BoxedSecrets
 from interfaces.adapters.signers import KeypairFeePayers, parse_secret, read_keypair, sandbox_keypair
+from interfaces.adapters.siwx import SdkSignIns
 from interfaces.adapters.sqlite import FACTORY_TOPIC as SQLITE_FACTORY_TOPIC
 from interfaces.adapters.sqlite import SYNCHRONOUS as SQLITE_SYNCHRONOUS
 from interfaces.adapters.sqlite import WAL_AUTOCHECKPOINT as SQLITE_WAL_AUTOCHECKPOINT
@@ -51,6 +53,7 @@ from projections.audit_log import PostgresAuditLogView, SqliteAuditLogView
 from projections.catalog import CatalogProjection, CatalogView, PostgresCatalogView, SqliteCatalogView
 from projections.key_use import STORE as KEY_USE_STORE
 from projections.key_use import KeyUseView, PostgresKeyUseView, SqliteKeyUseView
+from projections.paid_access import PaidAccessView, PostgresPaidAccessView, SqlitePaidAccessView
 from projections.payment_list import PaymentListView, PostgresPaymentListView, SqlitePaymentListView
 from projections.payment_volume import PaymentVolumeView, PostgresPaymentVolumeView, SqlitePaymentVolumeView
 from projections.read_your_writes import ReadYourWrites
@@ -78,14 +81,14 @@ POSTGRES_VIEWS: dict[type[SqlView], type[SqlView]] = {
     SqliteCatalogView: PostgresCatalogView, SqliteKeyUseView: PostgresKeyUseView,
     SqlitePaymentListView: PostgresPaymentListView, SqlitePaymentVolumeView: PostgresPaymentVolumeView,
     SqliteResultCacheView: PostgresResultCacheView, SqliteServiceScopesView: PostgresServiceScopesView,
-    SqliteWebhooksView: PostgresWebhooksView,
+    SqliteWebhooksView: PostgresWebhooksView, SqlitePaidAccessView: PostgresPaidAccessView,
 }
 PAYMENTS_STORE = "payments"
 # Read models rebuilt from the events alone: a commit lost to a power cut loses its tracking record with it, and
 # the projection applies those events again (docs/performance.md). Not the accounts (a revocation must hold at
 # once, even after a power cut), the keys' last use (not events), the webhook outbox (delivery state) nor the audit
 # log (signed checkpoints).
-DERIVED_VIEWS = ("payment_list", "payment_volume", "merchant_activity", "result_cache")
+DERIVED_VIEWS = ("payment_list", "payment_volume", "merchant_activity", "result_cache", "paid_access")
 # The payments store's automatic checkpoint, in the committing request of the API worker, every this many WAL pages
 # (~80 MB) instead of SQLite's 1,000: the projection worker copies the WAL back every 20 ms
 # (interfaces/adapters/sqlite.py, BackgroundCheckpoints), so the API's own checkpoints find little to copy, and
@@ -214,6 +217,8 @@ class Container:
     result_cache: SqlResultCacheView | None = None  # the terminal result cache's SQL view when there is no Redis
     payment_volume: PaymentVolumeView | None = None  # settled USDC per day/hour and service; payments' services
     books: Books | None = None  # the reconciliation of the payments with the chain (interfaces/audit/books.py)
+    paid_access: PaidAccessView | None = None  # which wallet paid which proxy route when (projections/paid_access.py)
+    access: Access | None = None  # once-paid routes' Sign-In-With-X grants (application/access.py)
 
     def key_lookup(self) -> CachedAccounts:
         """The API's key lookup: the accounts view cached in this process, dropped when the view changes (pushed
@@ -238,7 +243,9 @@ class Container:
         for view in (self.accounts, self.catalog, self.webhooks_view, self.payment_list, self.key_uses,
                      self.service_scopes):
             view.datastore.close()
-        for optional in (self.result_cache, self.payment_volume):
+        if self.access is not None:
+            self.access.close()
+        for optional in (self.result_cache, self.payment_volume, self.paid_access):
             if optional is not None:
                 optional.datastore.close()
         if self.books is not None:
@@ -309,6 +316,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
         sandbox=sandbox, redis=redis, result_cache=result_cache,
         payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView),
         books=Books(store_env(config, "books")))
+    container.paid_access = build_view(config, "paid_access", SqlitePaidAccessView)
+    container.access = Access(store_env(config, "access"), sign_ins=SdkSignIns(), paid=container.paid_access)
     read_your_writes(container)
     return container
 

@@ -105,4 +105,5 @@ def proxy_collaborators(container: Container, *, resolver: Resolver | None = Non
         fee_payers=container.fee_payers, outbound=outbound, verified_domains=container.accounts,
         refusal=container.merchants.settings.refusal, sandbox=config.sandbox, own_ports=config.own_ports,
         public_url=config.proxy_url, trusted_proxies=config.trusted_proxies, metrics_token=config.proxy_metrics_token,
+        access=container.access,
     )

@@ -96,7 +96,8 @@ def route_add(args: argparse.Namespace) -> int:
     from interfaces.sandbox.console import sandbox_wallet
 
     c = _container(args)
-    terms: dict[str, Any] = {"settle": args.settle, "max_timeout_seconds": args.max_timeout_seconds}
+    terms: dict[str, Any] = {"settle": args.settle, "max_timeout_seconds": args.max_timeout_seconds,
+                             "access": args.access, "access_seconds": args.access_seconds}
     if args.description:
         terms["description"] = args.description
     if args.mime_type:
@@ -187,5 +188,10 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--settle", choices=("after", "before"), default="after",
                      help="settle after the upstream answers (default) or before forwarding")
     add.add_argument("--bazaar", help="discovery metadata as JSON")
+    add.add_argument("--access", choices=("per-request", "once-paid"), default="per-request",
+                     help="per-request (default: every request pays) or once-paid (a wallet that paid signs in "
+                          "with Sign-In-With-X and comes back free)")
+    add.add_argument("--access-seconds", type=int, help="once-paid only: how long the access lasts (a day pass: "
+                                                          "86400); without it, for good")
     command(route, "list", route_list, "a service's routes", of_service=True)
     command(route, "delete", route_delete, "delete a route", ("route_id", "the route's id"), of_service=True)

@@ -23,6 +23,7 @@ from interfaces.container import PAYMENTS_STORE, Container, store_env
 from interfaces.runtime.followup import follow_up_pending, runs_in_the_api_worker
 from projections.accounts import AccountsProjection
 from projections.catalog import CatalogProjection
+from projections.paid_access import PaidAccessProjection
 from projections.payment_list import PaymentListProjection
 from projections.payment_volume import PaymentVolumeProjection
 from projections.results import ResultCacheProjection
@@ -54,6 +55,9 @@ PROJECTIONS: dict[str, ProjectionSpec] = {
     # The overview's chart (settled USDC per day and hour and service) and each payment's service and resource.
     "payment_volume": ProjectionSpec("payment_volume", lambda c: c.payments, PaymentVolumeProjection,
                                      lambda c: c.payment_volume, lambda c: c.payment_volume is not None),
+    # Who paid which proxy route when: what a once-paid route's Sign-In-With-X asks (application/access.py).
+    "paid_access": ProjectionSpec("paid_access", lambda c: c.payments, PaidAccessProjection, lambda c: c.paid_access,
+                                  lambda c: c.paid_access is not None),
     # The terminal result cache lives in Redis when there is one, else in SQL tables beside the other views.
     "result_cache": ProjectionSpec("result_cache", lambda c: c.payments, ResultCacheProjection,
                                    lambda c: _result_cache_view(c)),

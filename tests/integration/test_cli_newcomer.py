@@ -125,7 +125,7 @@ def test_commands_run_from_two_folders_use_one_store_and_name_it(tmp_path):
 def test_project_with_an_unknown_name_lists_the_known_ones(capsys):
     assert main(["project", "accounts", "nope"]) == 2
     err = capsys.readouterr().err
-    known = "accounts, service_scopes, listings, catalog, payment_list, payment_volume, result_cache"
+    known = "accounts, service_scopes, listings, catalog, payment_list, payment_volume, paid_access, result_cache"
     assert err.strip() == f"paywarden: no projection named nope; known: {known}"
 
 

@@ -31,7 +31,8 @@ def route_json(route: Route) -> dict[str, Any]:
         "id": route.id, "method": route.method, "path": route.path, "price": str(route.price),
         "priceUsdc": usdc(route.price, grouped=False) if is_usdc(route.network, route.asset) else None,
         "network": route.network, "asset": route.asset, "payTo": route.pay_to,
-        "maxTimeoutSeconds": route.max_timeout_seconds, "settle": route.settle,
+        "maxTimeoutSeconds": route.max_timeout_seconds, "settle": route.settle, "access": route.access,
+        "accessSeconds": route.access_seconds,
     }
     if route.description:
         body["description"] = route.description

@@ -24,7 +24,11 @@ DISCOVERY_FIELDS = (("tags", "discovery_tags"), ("a tag", "discovery_tags"), ("t
 def route_terms(form: dict[str, str], *, production: bool) -> dict[str, Any]:
     """`add_route`'s keyword arguments from the form but method, path and pay-to; ProxyServiceError names the
     form's field."""
-    terms: dict[str, Any] = {"settle": form.get("settle") or "after"}
+    terms: dict[str, Any] = {"settle": form.get("settle") or "after", "access": form.get("access") or "per-request"}
+    if form.get("access_seconds"):
+        if not form["access_seconds"].strip().isdigit():
+            raise ProxyServiceError("accessSeconds is a whole number of seconds", field="access_seconds")
+        terms["access_seconds"] = int(form["access_seconds"])
     for wire, name in (("description", "description"), ("mime_type", "mime_type")):
         if form.get(wire):
             terms[name] = form[wire]

@@ -173,6 +173,8 @@ class RoutesPage(_OneServicePage):
         except ServiceNotFoundError:
             raise falcon.HTTPNotFound() from None
         except DomainError as failure:
+            if isinstance(failure, ProxyServiceError) and failure.field == "accessSeconds":  # the form's name for it
+                failure.field = "access_seconds"
             return self.refused(req, resp, failure, form, **self.context_of(req, service_id))
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=route-added")
 
@@ -193,3 +195,4 @@ class RouteDeletePage(_ServicePage):
 def add_routes(app: falcon.App, c: Collaborators) -> None:
     mount(app, (ServicesPage, ServicePage, ServiceActivePage, ServiceDeletePage, RoutesPage, RouteDeletePage), c,
           templates())
+

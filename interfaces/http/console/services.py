@@ -63,6 +63,8 @@ class RouteSchema(Schema):
     mimeType = fields.String(validate=validate.Length(0, 100))  # noqa: N815
     maxTimeoutSeconds = fields.Integer(validate=validate.Range(1, 3600))  # noqa: N815
     settle = fields.String(validate=validate.OneOf(("after", "before")))
+    access = fields.String(validate=validate.OneOf(("per-request", "once-paid")))
+    accessSeconds = fields.Integer(allow_none=True)  # noqa: N815 - the wire name; checked by the route's rules
     bazaar = fields.Dict()
 
     @validates_schema
@@ -155,7 +157,8 @@ class RoutesResource(_Base):
         merchant, command = session_of(req).merchant, body(req, RouteSchema())
         terms = {name: command[wire] for wire, name in (
             ("description", "description"), ("mimeType", "mime_type"), ("maxTimeoutSeconds", "max_timeout_seconds"),
-            ("settle", "settle"), ("bazaar", "bazaar")) if wire in command}
+            ("settle", "settle"), ("bazaar", "bazaar"), ("access", "access"), ("accessSeconds", "access_seconds"))
+            if wire in command}
         route = self._proxies.add_route(merchant, service_id, method=command["method"], path=command["path"],
                                         price=command["price"], pay_to=command["payTo"],
                                         network_id=command.get("network"), asset=command.get("asset"), **terms)

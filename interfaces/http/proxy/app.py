@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
+from application.access import Access, AccessRefusedError
 from application.deliveries import (
     Declined,
     DeliveryResult,
@@ -32,6 +33,7 @@ from application.deliveries import (
 )
 from application.errors import UpstreamFailedError
 from application.outcomes import SettleOutcome
+from application.payment_identifiers import AlreadyServed, Identified, IdentifierReused
 from application.payments import Payments
 from application.ports import FeePayers, Upstream, UpstreamAnswer
 from application.proxy_services import ProxyServices
@@ -44,11 +46,13 @@ from domain.routes import PathRefusedError, forwarding_path
 from domain.x402 import Requirements
 from interfaces.adapters.outbound import OutboundClient, OutboundError, OutboundResponse
 from interfaces.http.proxy import metrics
+from interfaces.http.proxy.access import ONCE_PAID, extensions, identified_answer, origin_of
 from interfaces.http.proxy.forwarding import Origin, raw_path, request_headers, response_headers, upstream_headers
 from interfaces.http.proxy.mcp import McpGateway
 from interfaces.http.proxy.payment import (
     BadPaymentHeaderError,
     encode_header,
+    identifier_of,
     parse_signature,
     payment_required,
     requirements,
@@ -97,7 +101,7 @@ class Exchange:
 class ProxyApp:
     def __init__(self, proxies: ProxyServices, payments: Payments, accounts: AccountsView, fee_payers: FeePayers,
                  outbound: OutboundClient, public_url: str = "", domains: DomainCheck | None = None,
-                 trusted_proxies: tuple[str, ...] = (), metrics_token: str = "") -> None:
+                 trusted_proxies: tuple[str, ...] = (), metrics_token: str = "", access: Access | None = None) -> None:
         """`public_url`: the proxy's public address (PAYWARDEN_PROXY_URL), the only source of the gateway URLs
         that 402s and the discovery catalog show; without it (a sandbox run without `up` or `serve`) each
         service's own gateway path on the listener's address, never a client's `Host`."""
@@ -107,6 +111,7 @@ class ProxyApp:
         self._mcp = McpGateway(proxies, payments, fee_payers, outbound, client_of=self._client,
                                base_url_of=self._base_url, body_of=self._body, refuse=Reply, log_answer=self._log,
                                trusted_proxies=trusted_proxies)
+        self._access = access
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         exchange = Exchange(environ, str(environ.get("REQUEST_METHOD", "GET")).upper(), started=time.perf_counter())
@@ -149,18 +154,25 @@ class ProxyApp:
         terms = requirements(route, self._fee_payers.addresses(route.network)[0])
         url = self._gateway_url(x)
         signature = x.environ.get("HTTP_PAYMENT_SIGNATURE")
+        why, sign_in = "PAYMENT-SIGNATURE header is required", x.environ.get("HTTP_SIGN_IN_WITH_X")
+        try:  # a once-paid route's returning wallet; refused, a payment sent with it still counts
+            if sign_in and route.access == ONCE_PAID and self._access:
+                return self._signed_in(x, self._access, str(sign_in), url, body, start_response)
+        except AccessRefusedError as no:
+            why = f"{no.code}: {no.message}"
         if not signature:
-            raise self._payment_required(route, terms, url, "PAYMENT-SIGNATURE header is required")
+            raise self._payment_required(route, terms, url, why)
         try:
             payload = parse_signature(signature, route, url)
         except BadPaymentHeaderError as bad:
             raise self._payment_required(route, terms, url, str(bad)) from None
         result = self._payments.deliver(self._client(service), payload, terms, via=self._via(x),
-                                        upstream=self._upstream(x, body), settle_first=route.settle == "before")
+                                        upstream=self._upstream(x, body), settle_first=route.settle == "before",
+                                        identifier=identifier_of(payload))
         x.payment_hash = result.key
         return self._answer(x, result, terms, url, start_response)
 
-    def _answer(self, x: Exchange, result: DeliveryResult, terms: Requirements, url: str,
+    def _answer(self, x: Exchange, result: DeliveryResult | Identified, terms: Requirements, url: str,
                 start_response: StartResponse) -> Iterable[bytes]:
         """The delivery's result as HTTP (docs/proxy.md, "The delivery rule"): nothing is decided here."""
         match result:
@@ -188,7 +200,21 @@ class ProxyApp:
                         "attemptsLeft": result.attempts_left}
                 raise Reply(502, body, [("PAYMENT-RESPONSE", _receipt(settlement)), ("Cache-Control", "no-store")],
                             outcome="upstream_failed_charged")
+            case AlreadyServed() | IdentifierReused():
+                raise Reply(409, *identified_answer(result), outcome="duplicate")
         raise AssertionError(f"unknown delivery result {result!r}")
+
+    def _signed_in(self, x: Exchange, access: Access, header: str, url: str, body: bytes,
+                   start_response: StartResponse) -> Iterable[bytes]:
+        """Sign-In-With-X granted by `Access`: forwarded unpaid, the answer passed on whatever it is (no money)."""
+        service, route = x.matched
+        grant = access.enter(header, origin=origin_of(url), resource=url, service_id=str(service.id), route=route)
+        try:
+            return self._pass(x, self._upstream(x, body, signed_in=grant.address)(""), None, start_response,
+                              "signed_in")
+        except UpstreamFailedError as failed:
+            metrics.upstream_error(x, failed.reason)
+            raise Reply(502, _failure(failed.reason, failed.message, None), outcome="upstream_failed") from None
 
     @staticmethod
     def _via(x: Exchange) -> str:
@@ -197,8 +223,8 @@ class ProxyApp:
 
     # -- upstream -----------------------------------------------------------------------------------------
 
-    def _upstream(self, x: Exchange, body: bytes) -> Upstream:
-        """The `Upstream` the delivery forwards through: this request to the service's base URL."""
+    def _upstream(self, x: Exchange, body: bytes, signed_in: str = "") -> Upstream:
+        """The `Upstream` the delivery forwards through (`signed_in`: a grant's wallet instead of a payment key)."""
 
         def forward(payment_key: str) -> UpstreamAnswer:
             x.payment_hash = payment_key
@@ -207,7 +233,7 @@ class ProxyApp:
             url = service.base_url.rstrip("/") + x.path + (f"?{query}" if query else "")
             origin = Origin.of(x.environ, self._base_url(x), self._trusted)
             headers = upstream_headers(request_headers(x.environ), payment_key, self._proxies.upstream_auth(service),
-                                       origin, cookies=service.pass_cookies)
+                                       origin, cookies=service.pass_cookies, signed_in=signed_in)
             started = time.perf_counter()
             try:
                 response = self._outbound.request(x.method, url, headers, body if body or x.method not in (
@@ -234,12 +260,12 @@ class ProxyApp:
             metrics.bytes_streamed(x, "response", sent)
 
     def _pass(self, x: Exchange, upstream: UpstreamAnswer, settlement: SettleOutcome | None,
-              start_response: StartResponse) -> Iterator[bytes]:
+              start_response: StartResponse, outcome: str = "") -> Iterator[bytes]:
         headers = response_headers(upstream.headers, cookies=x.matched[0].pass_cookies)
         if settlement is not None:
             headers.append(("PAYMENT-RESPONSE", _receipt(settlement)))
         start_response(f"{upstream.status} {_reason(upstream.status)}", headers)
-        self._log(x, upstream.status, "served" if settlement is not None else "upstream_4xx")
+        self._log(x, upstream.status, outcome or ("served" if settlement is not None else "upstream_4xx"))
         return self._stream(x, upstream)
 
     def _stream(self, x: Exchange, upstream: UpstreamAnswer) -> Iterator[bytes]:
@@ -325,7 +351,7 @@ class ProxyApp:
 
     def _payment_required(self, route: Route, terms: Requirements, url: str, error: str,
                           extra: Iterable[tuple[str, str]] = ()) -> Reply:
-        body = payment_required(route, terms, url, error)
+        body = payment_required(route, terms, url, error, lambda accepts: extensions(route, url, accepts))
         return Reply(402, body, [("PAYMENT-REQUIRED", encode_header(body)), ("Cache-Control", "no-store"),
                                  *extra], outcome="payment_required")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from application.access import Access
 from application.payments import Payments
 from application.ports import FeePayers
 from application.proxy_services import ProxyServices
@@ -29,10 +30,12 @@ class Collaborators:
     public_url: str = ""  # PAYWARDEN_PROXY_URL
     trusted_proxies: tuple[str, ...] = ()
     metrics_token: str = ""
+    access: Access | None = None  # once-paid routes' Sign-In-With-X (None: every route charges every request)
 
 
 def create_app(c: Collaborators) -> ProxyApp:
     domains = DomainCheck(c.verified_domains, c.proxies.verified_domains_of, c.refusal, sandbox=c.sandbox,
                           own_ports=c.own_ports)
     return ProxyApp(c.proxies, c.payments, c.accounts, c.fee_payers, c.outbound, public_url=c.public_url,
-                    domains=domains, trusted_proxies=c.trusted_proxies, metrics_token=c.metrics_token)
+                    domains=domains, trusted_proxies=c.trusted_proxies, metrics_token=c.metrics_token,
+                    access=c.access)

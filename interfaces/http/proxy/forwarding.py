@@ -20,7 +20,7 @@ from interfaces.http.common.ratelimit import is_trusted
 # forge the payment hash.
 STRIPPED = frozenset({
     "payment-signature", "authorization", "x-payment", "sign-in-with-x", "payment-retry", "payment-recovery",
-    "x-paywarden-payment-hash", "proxy-authorization", "cookie2",
+    "x-paywarden-payment-hash", "x-paywarden-signed-in", "proxy-authorization", "cookie2",
 })
 # What only the proxy may say to the upstream: who the client is, how and where it connected, which method it used.
 CLIENT_CONTROLLED = frozenset({
@@ -37,6 +37,7 @@ HOP_BY_HOP = frozenset({
     "transfer-encoding", "upgrade", "host", "content-length",
 })
 PAYMENT_HASH_HEADER = "X-Paywarden-Payment-Hash"
+SIGNED_IN_HEADER = "X-Paywarden-Signed-In"
 
 
 def request_headers(environ: Mapping[str, object]) -> list[tuple[str, str]]:
@@ -79,7 +80,9 @@ class Origin:
 
 
 def upstream_headers(incoming: Iterable[tuple[str, str]], payment_hash: str, auth: tuple[str, str] | None,
-                     origin: Origin | None = None, cookies: bool = False) -> list[tuple[str, str]]:
+                     origin: Origin | None = None, cookies: bool = False,
+                     signed_in: str = "") -> list[tuple[str, str]]:
+    """`signed_in`: the wallet a Sign-In-With-X grant let in (`X-Paywarden-Signed-In` instead of a payment hash)."""
     incoming = list(incoming)
     named_by_connection = {token.strip().lower() for k, v in incoming if k.lower() == "connection"
                            for token in v.split(",")}
@@ -88,7 +91,7 @@ def upstream_headers(incoming: Iterable[tuple[str, str]], payment_hash: str, aut
     kept = [(k, v) for k, v in incoming if k.lower() not in dropped]
     if origin is not None:
         kept.extend(origin.headers())
-    kept.append((PAYMENT_HASH_HEADER, payment_hash))
+    kept.append((SIGNED_IN_HEADER, signed_in) if signed_in else (PAYMENT_HASH_HEADER, payment_hash))
     if auth is not None:
         kept.append(auth)
     return kept

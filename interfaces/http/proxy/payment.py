@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Any
 
 from domain.networks import DEFAULT_MAX_TIMEOUT_SECONDS
 from domain.proxy_service import Route
 from domain.x402 import PaymentPayload, Requirements
+from interfaces.adapters.siwx import PAYMENT_IDENTIFIER, BadPaymentIdentifierError, payment_identifier
 
 MAX_SIGNATURE_HEADER = 48 * 1024
 
@@ -48,11 +50,17 @@ def bazaar_extension(route: Route) -> dict[str, Any] | None:
     return {"info": info}
 
 
-def payment_required(route: Route, r: Requirements, url: str, error: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"x402Version": 2, "error": error, "resource": resource(route, url),
-                            "accepts": [requirements_json(r)]}
+def payment_required(route: Route, r: Requirements, url: str, error: str,
+                     extensions: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The 402's body; `extensions` makes the route's other x402 extensions from its `accepts` entry
+    (interfaces/http/proxy/access.py)."""
+    accepts = requirements_json(r)
+    body: dict[str, Any] = {"x402Version": 2, "error": error, "resource": resource(route, url), "accepts": [accepts]}
+    declared = dict(extensions(accepts)) if extensions is not None else {}
     if (bazaar := bazaar_extension(route)) is not None:
-        body["extensions"] = {"bazaar": bazaar}
+        declared["bazaar"] = bazaar
+    if declared:
+        body["extensions"] = declared
     return body
 
 
@@ -78,8 +86,21 @@ def parse_signature(header: str, route: Route, url: str) -> PaymentPayload:
         raise BadPaymentHeaderError("PAYMENT-SIGNATURE carries no payload.transaction")
     accepted = data.get("accepted")
     bazaar = bazaar_extension(route)
+    try:
+        identifier = payment_identifier(data)
+    except BadPaymentIdentifierError as bad:
+        raise BadPaymentHeaderError(str(bad)) from None
+    extensions: dict[str, Any] = {"bazaar": bazaar} if bazaar else {}
+    if identifier is not None:  # recorded with the payment, so the audit history shows the client's id
+        extensions[PAYMENT_IDENTIFIER] = {"info": {"required": False, "id": identifier}}
     return PaymentPayload(transaction=transaction, accepted=None if accepted is None else accepted_terms(accepted),
-                          resource=resource(route, url), extensions={"bazaar": bazaar} if bazaar else {})
+                          resource=resource(route, url), extensions=extensions)
+
+
+def identifier_of(payload: PaymentPayload) -> str | None:
+    """The client's payment id that `parse_signature` kept."""
+    found = payload.extensions.get(PAYMENT_IDENTIFIER)
+    return str(found["info"]["id"]) if isinstance(found, dict) else None
 
 
 def accepted_terms(value: Any) -> Requirements:
