@@ -191,15 +191,13 @@ class Sandbox:
             return self._history.get(signature)
 
     def signatures_for(self, address: str, *, until: str | None = None, limit: int = 1000) -> list[Landed]:
-        """The landed transactions that name `address` among their accounts, newest first, stopping before
-        `until` (as `getSignaturesForAddress` pages)."""
+        """The landed transactions naming `address` (looked-up ones too), newest first, back to `until` (excluded)."""
         found: list[Landed] = []
         with self.lock:
             for landed in reversed(self._history.values()):
                 if landed.signature == until or len(found) >= limit:
                     break
-                keys = {str(k) for k in landed.transaction.message.account_keys}
-                if address in keys or address in landed.loaded_addresses[0] or address in landed.loaded_addresses[1]:
+                if address in {str(k) for k in landed.transaction.message.account_keys}.union(*landed.loaded_addresses):
                     found.append(landed)
         return found
 
