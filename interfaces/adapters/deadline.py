@@ -106,24 +106,24 @@ def _attach(connection: Any) -> None:
         deadline.attach(connection)
 
 
-class WatchedHTTPConnection(HTTPConnection):
+class _Watched:
+    """A connection that reports itself to the current deadline before it connects and before each request."""
+
     def connect(self) -> None:
         _attach(self)
-        super().connect()
+        super().connect()  # type: ignore[misc]  # the urllib3 connection class it is mixed into
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         _attach(self)
-        super().request(*args, **kwargs)
+        super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class WatchedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        _attach(self)
-        super().connect()
+class WatchedHTTPConnection(_Watched, HTTPConnection):
+    pass
 
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _attach(self)
-        super().request(*args, **kwargs)
+
+class WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    pass
 
 
 class WatchedHTTPPool(HTTPConnectionPool):

@@ -44,10 +44,17 @@ from domain.merchant import merchant_id
 from domain.proxy_service import ProxyService, Route
 from domain.routes import PathRefusedError, forwarding_path
 from domain.x402 import Requirements
-from interfaces.adapters.outbound import OutboundClient, OutboundError, OutboundResponse
+from interfaces.adapters.outbound import OutboundClient, OutboundError
 from interfaces.http.proxy import metrics
 from interfaces.http.proxy.access import ONCE_PAID, extensions, identified_answer, origin_of
-from interfaces.http.proxy.forwarding import Origin, raw_path, request_headers, response_headers, upstream_headers
+from interfaces.http.proxy.forwarding import (
+    Origin,
+    answer_body,
+    raw_path,
+    request_headers,
+    response_headers,
+    upstream_headers,
+)
 from interfaces.http.proxy.mcp import McpGateway
 from interfaces.http.proxy.payment import (
     BadPaymentHeaderError,
@@ -242,22 +249,10 @@ class ProxyApp:
                 raise UpstreamFailedError(failed.reason, "the service's backend did not answer") from None
             finally:
                 metrics.upstream_latency(x, time.perf_counter() - started)
-            return UpstreamAnswer(response.status, response.headers, self._chunks(x, response), response.close)
+            return UpstreamAnswer(response.status, response.headers, answer_body(x, response, "the service's"),
+                                  response.close)
 
         return forward
-
-    @staticmethod
-    def _chunks(x: Exchange, response: OutboundResponse) -> Iterator[bytes]:
-        sent = 0
-        try:
-            for chunk in response.stream():
-                sent += len(chunk)
-                yield chunk
-        except OutboundError as broken:
-            raise UpstreamFailedError(broken.reason, f"the service's answer broke off: {broken.message}") from None
-        finally:
-            response.close()
-            metrics.bytes_streamed(x, "response", sent)
 
     def _pass(self, x: Exchange, upstream: UpstreamAnswer, settlement: SettleOutcome | None,
               start_response: StartResponse, outcome: str = "") -> Iterator[bytes]:

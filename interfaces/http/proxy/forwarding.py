@@ -9,11 +9,15 @@ Cookies pass only for a service that opts in. The client gets one `PAYMENT-RESPO
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
+from application.errors import UpstreamFailedError
+from interfaces.adapters.outbound import OutboundError, OutboundResponse
 from interfaces.http.common.ratelimit import is_trusted
+from interfaces.http.proxy import metrics
 
 # x402's client headers and credentials never leave the proxy; hop-by-hop headers are per connection (RFC 9110
 # 7.6.1); Host and Content-Length are set by the client library for the upstream connection; a client cannot
@@ -119,3 +123,18 @@ def raw_path(environ: Mapping[str, object]) -> str:
         return raw.split("?", 1)[0].split("#", 1)[0]
     path = str(environ.get("PATH_INFO") or "/")
     return quote(path.encode("latin-1"), safe="/!$&'()*+,;=:@-._~")
+
+
+def answer_body(x: Any, response: OutboundResponse, source: str) -> Iterator[bytes]:
+    """An upstream's body as the delivery command reads it (the HTTP proxy's and the MCP gateway's alike): a break is
+    the upstream's failure (`UpstreamFailedError`), the bytes passed on are counted, the response closed at the end."""
+    sent = 0
+    try:
+        for chunk in response.stream():
+            sent += len(chunk)
+            yield chunk
+    except OutboundError as broken:
+        raise UpstreamFailedError(broken.reason, f"{source} answer broke off: {broken.message}") from None
+    finally:
+        response.close()
+        metrics.bytes_streamed(x, "response", sent)

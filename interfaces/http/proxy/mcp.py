@@ -46,6 +46,7 @@ from interfaces.http.proxy import jsonrpc, metrics
 from interfaces.http.proxy.forwarding import (
     PAYMENT_HASH_HEADER,
     Origin,
+    answer_body,
     request_headers,
     response_headers,
     upstream_headers,
@@ -254,7 +255,8 @@ class McpGateway:
                 response = self._send(x, "POST", body, payment_key)
             except OutboundError as failed:
                 raise UpstreamFailedError(failed.reason, "the MCP server did not answer") from None
-            return UpstreamAnswer(response.status, response.headers, _chunks(x, response), response.close)
+            return UpstreamAnswer(response.status, response.headers, answer_body(x, response, "the MCP server's"),
+                                  response.close)
 
         return forward
 
@@ -299,20 +301,6 @@ class McpGateway:
                                          ("Cache-Control", "no-store")])
         self._log(x, status, outcome)
         return [data]
-
-
-def _chunks(x: Any, response: OutboundResponse) -> Iterator[bytes]:
-    """A paid answer's body for the delivery (which reads it whole): a break is the upstream's failure."""
-    sent = 0
-    try:
-        for chunk in response.stream():
-            sent += len(chunk)
-            yield chunk
-    except OutboundError as broken:
-        raise UpstreamFailedError(broken.reason, f"the MCP server's answer broke off: {broken.message}") from None
-    finally:
-        response.close()
-        metrics.bytes_streamed(x, "response", sent)
 
 
 def _receipt(settlement: SettleOutcome) -> dict[str, Any]:
