@@ -18,7 +18,7 @@ from solders.keypair import Keypair
 
 from interfaces.config import RUNNING_STACK
 from interfaces.sandbox.exact_client import build_exact_payment, to_base64
-from tests.e2e.test_up_lifecycle import PAYWARDEN, killed_if_left, signalled, start_up, up_env
+from tests.e2e.test_up_lifecycle import PAYWARDEN, killed_if_left, signalled, start_up, up_env, up_info
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def test_the_cli_beside_up_prints_what_up_serves_and_up_stops_within_2_seconds(t
     env = up_env(tmp_path)
     process = start_up(env)
     with killed_if_left(process):
-        info = json.loads(process.stdout.readline())
+        info = up_info(process)
         assert (tmp_path / RUNNING_STACK).is_file()
         # the gateway URLs name the proxy's port, the password links the console's: those of this `up`
         created = paywarden(env, "service", "create", "--merchant", "sandbox", "--name", "Beside",
@@ -87,7 +87,7 @@ def test_the_console_password_belongs_to_the_store_it_was_set_in(tmp_path, postg
     for env in stores:
         process = start_up(env)
         try:
-            info = json.loads(process.stdout.readline())
+            info = up_info(process)
             assert console_logs_in(info), info["database_url"]
             printed.append(info["console_password"])
         finally:

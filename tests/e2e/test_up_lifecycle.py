@@ -43,6 +43,15 @@ def start_up(env: dict[str, str], *extra: str, json_line: bool = True) -> subpro
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def up_info(process: subprocess.Popen) -> dict:
+    """The JSON line `up --json` prints once it serves; if it exits first, the failure carries what it wrote."""
+    line = process.stdout.readline()
+    if not line:
+        code = process.wait(timeout=30)
+        pytest.fail(f"`up` printed no JSON line and exited with {code}: {process.stderr.read()[-4000:]}")
+    return json.loads(line)
+
+
 def processes() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, state) of every process."""
     found = {}
@@ -157,7 +166,7 @@ def test_up_stops_within_3_seconds_at_any_moment_and_leaves_no_process(tmp_path,
         elif moment == "gunicorn-booting":
             wait_for_line(process.stderr, "Starting gunicorn")
         else:
-            assert json.loads(process.stdout.readline())["demo_url"]
+            assert up_info(process)["demo_url"]
         family = descendants(process.pid)
         code, took, err = signalled(process, sig)
     assert took < 3.0, f"stopped {took:.2f} s after {sig.name}"
@@ -171,7 +180,7 @@ def test_up_killed_with_sigkill_leaves_no_process_behind(tmp_path):
     name, _, value = marker.partition("=")
     process = start_up(up_env(tmp_path, **{name: value}), "--demo")
     try:
-        assert json.loads(process.stdout.readline())["demo_url"]
+        assert up_info(process)["demo_url"]
         family = descendants(process.pid)
         assert family
     finally:
@@ -222,7 +231,7 @@ def test_up_against_an_external_chain_creates_the_demo_merchants_usdc_account(tm
 
     process = start_up(up_env(tmp_path, PAYWARDEN_DEVNET_RPC_URL=localnet), "--demo")
     try:
-        info = json.loads(process.stdout.readline())
+        info = up_info(process)
         assert info["rpc_url"] == localnet
         account = associated_token_address(info["pay_to"], info["usdc_mint"], Programs.TOKEN)
         answer = httpx.post(localnet, json={"jsonrpc": "2.0", "id": 1, "method": "getTokenAccountBalance",
@@ -267,7 +276,7 @@ def test_up_with_two_workers_stops_within_3_seconds_with_its_localnet_in_use(tmp
     env = up_env(tmp_path, PAYWARDEN_DATABASE_URL=postgres_url, PAYWARDEN_REDIS_URL=redis_url, **{name: value})
     process = start_up(env, "--workers", "2")
     with killed_if_left(process):
-        rpc_url = json.loads(process.stdout.readline())["rpc_url"]
+        rpc_url = up_info(process)["rpc_url"]
         host, port = rpc_url.removeprefix("http://").split(":")
         kept = socket.create_connection((host, int(port)), timeout=10)
         kept.sendall(b"GET /health HTTP/1.1\r\nHost: localnet\r\n\r\n")
