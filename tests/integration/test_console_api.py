@@ -92,6 +92,38 @@ def test_logins_are_throttled_per_account_and_per_ip(console):
                             headers={}).status_code == 429
 
 
+def test_wrong_guesses_sent_at_once_get_no_more_than_the_five_an_account_allows(console):
+    """The attempt is counted before the password is checked: guesses that arrive together cannot all pass the
+    count while the first ones are still being hashed."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    start = Barrier(12)
+
+    def guess(n: int) -> int:
+        client = ApiClient(console)
+        start.wait()
+        return client.login("owner@acme.test", f"wrong password {n}").status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        answers = sorted(pool.map(guess, range(12)))
+    assert answers.count(401) == 5 and answers.count(429) == 7, answers
+    assert ApiClient(console).login("owner@acme.test").status_code == 429
+
+
+def test_a_successful_login_forgives_the_accounts_earlier_failures_but_not_the_addresss(console):
+    client = ApiClient(console)
+    for _ in range(4):
+        assert client.login("owner@acme.test", "wrong password!").status_code == 401
+    assert client.login("owner@acme.test").status_code == 200
+    for _ in range(5):
+        assert ApiClient(console).login("owner@acme.test", "wrong password!").status_code == 401
+    assert ApiClient(console).login("owner@acme.test").status_code == 429  # 5 failures since the success
+    for n in range(9):  # 20 attempts from one address in all, the success and the refused one included
+        ApiClient(console).login(f"guess{n}@acme.test", "wrong password!")
+    assert ApiClient(console).login("owner@beta.test").status_code == 429
+
+
 def test_unsafe_requests_need_the_csrf_token_and_the_own_origin(acme):
     assert acme.request("POST", "/keys", json={"env": "test"}, csrf=False).status_code == 403
     wrong = acme.request("POST", "/keys", json={"env": "test"}, headers={"X-CSRF-Token": "forged"})

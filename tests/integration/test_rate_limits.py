@@ -155,7 +155,6 @@ def test_a_unix_socket_redis_url_serves_verify_and_the_consoles_login_throttle(t
             gateway.container.close()
         throttle = LoginThrottle(server.url)
         for _ in range(5):
-            throttle.check("owner@acme.test", "198.51.100.7")
-            throttle.failed("owner@acme.test", "198.51.100.7")
+            throttle.attempt("owner@acme.test", "198.51.100.7")
         with pytest.raises(Throttled):
-            throttle.check("owner@acme.test", "198.51.100.7")
+            throttle.attempt("owner@acme.test", "198.51.100.7")

@@ -90,11 +90,11 @@ class Login:
 
     def __call__(self, req: falcon.Request, resp: falcon.Response, email: str, password: str) -> Session:
         email, ip = normalize_email(email), client_ip(req, self._c.trusted_proxies)
-        self._c.throttle.check(email, ip)
+        self._c.throttle.attempt(email, ip)
         login = self._c.accounts.get_login(email)
         if not self._c.verify_password(login.password_hash if login else None, password) or login is None:
-            self._c.throttle.failed(email, ip)
             raise BadCredentials()
+        self._c.throttle.succeeded(email)
         session = self._c.sessions.create(login.merchant_id, login.merchant, login.email, login.password_hash)
         resp.set_cookie(cookie_name(self._c.secure_cookies), session.id, max_age=self._c.sessions.seconds,
                         path="/", http_only=True, secure=self._c.secure_cookies, same_site="Lax")

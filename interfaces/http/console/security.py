@@ -19,8 +19,8 @@ from interfaces.http.common.ratelimit import limits_storage
 from interfaces.http.console.sessions import Session, Sessions, cookie_name
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-LOGIN_PER_ACCOUNT = parse("5 per 15 minutes")  # failed logins of one email address, from anywhere
-LOGIN_PER_IP = parse("20 per 15 minutes")  # failed logins from one address, whatever the email
+LOGIN_PER_ACCOUNT = parse("5 per 15 minutes")  # attempts at one email address since its last success
+LOGIN_PER_IP = parse("20 per 15 minutes")  # attempts from one address, whatever the email
 
 
 class NotLoggedIn(Exception):
@@ -38,20 +38,24 @@ class Throttled(Exception):
 
 
 class LoginThrottle:
-    """Counts failed logins per account and per IP (Redis when configured: shared by every worker)."""
+    """Counts login attempts per client IP and per account (Redis when configured: shared by every worker).
+
+    An attempt is counted before its password is checked (`attempt`), in one atomic step per window: guesses sent
+    at once cannot all pass the count while the first ones are being hashed. A successful login forgives its
+    account's earlier failures (`succeeded`); the address keeps counting it, so that logging in to an account of
+    one's own cannot buy more guesses at others."""
 
     def __init__(self, storage_uri: str) -> None:
         self._limiter = strategies.MovingWindowRateLimiter(limits_storage(storage_uri))
 
-    def check(self, email: str, ip: str) -> None:
-        for item, identity in ((LOGIN_PER_ACCOUNT, ("login-account", email)), (LOGIN_PER_IP, ("login-ip", ip))):
-            if not self._limiter.test(item, *identity):
+    def attempt(self, email: str, ip: str) -> None:
+        for item, identity in ((LOGIN_PER_IP, ("login-ip", ip)), (LOGIN_PER_ACCOUNT, ("login-account", email))):
+            if not self._limiter.hit(item, *identity):
                 reset, _ = self._limiter.get_window_stats(item, *identity)
                 raise Throttled(max(1, math.ceil(reset - time.time())))
 
-    def failed(self, email: str, ip: str) -> None:
-        self._limiter.hit(LOGIN_PER_ACCOUNT, "login-account", email)
-        self._limiter.hit(LOGIN_PER_IP, "login-ip", ip)
+    def succeeded(self, email: str) -> None:
+        self._limiter.clear(LOGIN_PER_ACCOUNT, "login-account", email)
 
 
 def own_origin(req: falcon.Request, console_url: str) -> str:
