@@ -1,7 +1,7 @@
 """Configuration from the environment: every variable is prefixed `PAYWARDEN_`; a bad value stops start-up.
 
 Every variable of README.md's table is read and checked here, so one bad value stops any command at once with one
-line naming the variable (tests/unit/interfaces/test_config_table.py holds one bad value per row of the table).
+line naming the variable (tests/integration/test_config_errors.py holds one bad value per row of the table).
 Paths come out absolute: a script started in another working directory can open them.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from eventsourcing.persistence import InfrastructureFactory
@@ -125,10 +125,11 @@ def sqlite_dir(config: Config) -> Path:
     return config.data_dir
 
 
-def build_view(config: Config, name: str, view_class: type[V]) -> V:
+def build_view(config: Config, name: str, view_class: type[V], **collaborators: Any) -> V:
     """A view on the configured store: `view_class` (`SqliteAccountsView`) on SQLite, its PostgreSQL twin
     (`POSTGRES_VIEWS`: `PostgresAccountsView`) on PostgreSQL. Typed as `view_class`: the two share their read model's
-    class (`AccountsView`), which holds every query, and differ only in the recorder each extends."""
+    class (`AccountsView`), which holds every query, and differ only in the recorder each extends. `collaborators`
+    are keyword arguments of the view's constructor (`on_change=` of `AccountsView`), given at its construction."""
     if is_postgres(config.database_url):
         twin = POSTGRES_VIEWS.get(view_class)
         if twin is None:
@@ -136,10 +137,22 @@ def build_view(config: Config, name: str, view_class: type[V]) -> V:
                               "PostgreSQL")
         view_class = cast("type[V]", twin)
     factory = InfrastructureFactory.construct(env=Environment(name, store_env(config, name)))
-    view = factory.tracking_recorder(view_class)
+    view = factory.tracking_recorder(with_collaborators(view_class, collaborators) if collaborators else view_class)
     if not isinstance(view, view_class):  # the factory's own typing stops at TrackingRecorder
         raise TypeError(f"{name}: the store built a {type(view).__name__}, not a {view_class.__name__}")
     return view
+
+
+def with_collaborators(view_class: type[V], collaborators: dict[str, Any]) -> type[V]:
+    """`view_class`, constructed with `collaborators` besides the datastore: eventsourcing's factories build a
+    tracking recorder from its datastore alone (`tracking_recorder_class(datastore=…)`, a subclass of their recorder
+    asserted), so the class they are given is a subclass of `view_class` made here, whose constructor adds them."""
+
+    def __init__(self: V, *args: Any, **kwargs: Any) -> None:
+        view_class.__init__(self, *args, **collaborators, **kwargs)
+
+    namespace = {"__init__": __init__, "__module__": view_class.__module__, "__qualname__": view_class.__qualname__}
+    return cast("type[V]", type(view_class.__name__, (view_class,), namespace))
 
 
 @dataclass
@@ -288,9 +301,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
                             secrets=build_secrets(config), sandbox=config.sandbox, own_ports=config.own_ports)
     served = frozenset(chains.by_network) | (frozenset({DEVNET.caip2}) if config.sandbox else frozenset())
     merchants = build_merchants(config, served=served, usage=proxies)
-    accounts = build_view(config, "accounts", SqliteAccountsView)
-    if redis is not None:
-        accounts.on_change = ChangePublisher(redis)
+    accounts = build_view(config, "accounts", SqliteAccountsView,
+                          on_change=ChangePublisher(redis) if redis is not None else None)
     # The projection worker's Payments follower fills `payments_batch` as it applies a batch
     # (interfaces/runtime/workers.py); Listings reads a payment's Received there first, else from the store.
     payments_batch = BatchEvents()

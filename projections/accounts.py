@@ -61,9 +61,8 @@ KEY_ROW = "SELECT prefix, env, label, service, created_at, NULL, revoked_at FROM
 
 
 class AccountsView(ReshapedView):
-    # Called after each commit of the view: the composition root makes it tell the API workers, whose in-process
-    # key cache must drop what it holds (interfaces/adapters/accounts_cache.py).
-    on_change: Callable[[], None] | None = None
+    """`on_change` is called after each commit of the view: the composition root passes what tells the API workers,
+    whose in-process key cache must drop what it holds (interfaces/adapters/accounts_cache.py)."""
 
     tables = (
         "CREATE TABLE IF NOT EXISTS accounts_merchants (merchant_id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, "
@@ -85,6 +84,10 @@ class AccountsView(ReshapedView):
     # The shape before the console's read model was merged in (no label, no times, scopes in a table of their own).
     shape = Shape(Merchants.name, ("accounts_keys", "label"), ("accounts_merchants", "accounts_keys",
                   "accounts_capabilities", "accounts_key_scopes"))
+
+    def __init__(self, *args: Any, on_change: Callable[[], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_change = on_change
 
 
     @contextmanager

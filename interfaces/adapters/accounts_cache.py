@@ -45,10 +45,16 @@ class Freshness(Protocol):
         """A token that changes whenever the accounts view may have changed; None: read the view."""
 
 
-class CachedAccounts:
-    """`get_key` of the accounts view, answered from memory while `freshness` vouches for it; all else delegated."""
+class KeyRecords(Protocol):
+    def get_key(self, key_hash: str) -> KeyRecord | None:
+        """The record of the API key whose SHA-256 is `key_hash` (the accounts view's authentication read)."""
 
-    def __init__(self, view: AccountsView, freshness: Freshness, *, max_records: int = MAX_RECORDS) -> None:
+
+class CachedAccounts:
+    """`get_key` of the accounts view, answered from memory while `freshness` vouches for it: the API's key lookup,
+    and nothing else of the view (the console, the CLI and the proxy read the view itself)."""
+
+    def __init__(self, view: KeyRecords, freshness: Freshness, *, max_records: int = MAX_RECORDS) -> None:
         self._view, self._freshness, self._max = view, freshness, max_records
         self._token: Hashable | None = None
         self._records: dict[str, KeyRecord] = {}
@@ -69,9 +75,6 @@ class CachedAccounts:
                 records.clear()
             records[key_hash] = record
         return record
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._view, name)
 
 
 class DataVersion:

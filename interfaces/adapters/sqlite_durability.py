@@ -150,7 +150,7 @@ class DurableSends:
     """Implements `Chain` (and the probes' `health`/`sol_balance`) over another adapter: before a transaction is
     sent, the barrier makes the payments store durable.
 
-    Payments records a broadcast (`Submitted`, with the settle-once claims) in one save and only then calls
+    Payments records a broadcast (`SettlementSubmitted`, with the settle-once claims) in one save and only then calls
     `send`; a re-send (application/reconciling.py, `resend`) sends the same recorded bytes again. So when `send`
     runs, the record that forbids a second broadcast is on the disk, whatever the store's synchronous level: no
     power cut can make Paywarden forget a transaction it sent. Every other call goes to the adapter unchanged.

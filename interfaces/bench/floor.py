@@ -64,8 +64,8 @@ class Bench:
         self.wires = [json.loads(body)["paymentPayload"]["payload"]["transaction"] for body in self.bodies]
 
     def steps(self) -> dict[str, Callable[[], int]]:
-        """Each step of `Payments._evaluate` over every payment, given what the steps before it made (each returns
-        how many payments passed it), and the simulation as the reference asks for it."""
+        """Each step of a verify's `evaluate` (`application/verifying.py`) over every payment, given what the steps
+        before it made (each returns how many payments passed it), and the simulation as the reference asks for it."""
         decoded = [(tx, wire, message_bytes(tx)) for tx, wire in map(decode_wire, self.wires)]
         address, chain = self.fee_payer_address, LiteSvmChain(self.sandbox)
         signed = [with_fee_payer_signature_wire(wire, self.fee_payers.sign(address, message))

@@ -16,7 +16,7 @@ from domain.login import normalize_email
 from domain.merchant import UnknownObjectError
 from domain.networks import SCHEME_EXACT, KeyEnv
 from interfaces.http.common.ratelimit import client_ip
-from interfaces.http.console.collaborators import Collaborators, Resource, mount
+from interfaces.http.console.collaborators import Account, Catalog, Logins, Resource, mount
 from interfaces.http.console.security import NotLoggedIn
 from interfaces.http.console.sessions import Session, cookie_name
 from projections.account_rows import CapabilityRow, DomainRow, KeyRow
@@ -85,7 +85,7 @@ def body(req: falcon.Request, schema: Schema) -> dict[str, Any]:
 class Login:
     """The one login check, for the API and the login page: throttled per account and IP, no enumeration."""
 
-    def __init__(self, c: Collaborators) -> None:
+    def __init__(self, c: Logins) -> None:
         self._c = c
 
     def __call__(self, req: falcon.Request, resp: falcon.Response, email: str, password: str) -> Session:
@@ -142,7 +142,7 @@ class SessionsResource:
         resp.status = falcon.HTTP_204
 
 
-class MeResource(Resource):
+class MeResource(Resource[Account]):
     route = "/api/v1/me"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -152,7 +152,7 @@ class MeResource(Resource):
                       "discoveryEnabled": bool(merchant and merchant.discovery_enabled), "csrfToken": s.csrf}
 
 
-class KeysResource(Resource):
+class KeysResource(Resource[Account]):
     route = "/api/v1/keys"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -169,7 +169,7 @@ class KeysResource(Resource):
         resp.status, resp.media = falcon.HTTP_201, {"key": api_key, **key_json(row)}
 
 
-class KeyResource(Resource):
+class KeyResource(Resource[Account]):
     route = "/api/v1/keys/{prefix}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
@@ -180,7 +180,7 @@ class KeyResource(Resource):
         resp.status = falcon.HTTP_204
 
 
-class CapabilitiesResource(Resource):
+class CapabilitiesResource(Resource[Account]):
     route = "/api/v1/capabilities"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -195,7 +195,7 @@ class CapabilitiesResource(Resource):
         resp.status, resp.media = falcon.HTTP_201, {**capability_json(row), "warnings": enabled.warnings}
 
 
-class CapabilityResource(Resource):
+class CapabilityResource(Resource[Account]):
     route = "/api/v1/capabilities/{cap_id}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
@@ -204,7 +204,7 @@ class CapabilityResource(Resource):
         resp.status = falcon.HTTP_204
 
 
-class DomainsResource(Resource):
+class DomainsResource(Resource[Account]):
     route = "/api/v1/domains"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -218,7 +218,7 @@ class DomainsResource(Resource):
                       "value": found.dns_value}, "http": {"url": found.http_url, "body": found.token}}
 
 
-class DomainVerifyResource(Resource):
+class DomainVerifyResource(Resource[Account]):
     route = "/api/v1/domains/{domain}/verify"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
@@ -226,7 +226,7 @@ class DomainVerifyResource(Resource):
         resp.media = {"status": "verified", "method": method}
 
 
-class DomainResource(Resource):
+class DomainResource(Resource[Account]):
     route = "/api/v1/domains/{domain}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, domain: str) -> None:
@@ -234,7 +234,7 @@ class DomainResource(Resource):
         resp.status = falcon.HTTP_204
 
 
-class DiscoveryResource(Resource):
+class DiscoveryResource(Resource[Account]):
     route = "/api/v1/discovery"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -247,14 +247,14 @@ class DiscoveryResource(Resource):
         self.on_get(req, resp)
 
 
-def own_listings(c: Collaborators, merchant_id: str) -> list[dict[str, Any]]:
+def own_listings(c: Catalog, merchant_id: str) -> list[dict[str, Any]]:
     if c.catalog is None:
         return []
     return [{"id": listing_id, **item, "proposal": proposal}
             for listing_id, item, proposal in c.catalog.list_owned(merchant_client_id(merchant_id))]
 
 
-def delist(c: Collaborators, merchant_id: str, listing: str) -> None:
+def delist(c: Catalog, merchant_id: str, listing: str) -> None:
     try:
         listing_uuid = UUID(listing)
     except ValueError:
@@ -264,14 +264,14 @@ def delist(c: Collaborators, merchant_id: str, listing: str) -> None:
     c.listings.delist(listing_uuid, merchant_client_id(merchant_id))
 
 
-class ListingsResource(Resource):
+class ListingsResource(Resource[Catalog]):
     route = "/api/v1/listings"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"listings": own_listings(self._c, session_of(req).merchant_id)}
 
 
-class ListingResource(Resource):
+class ListingResource(Resource[Catalog]):
     route = "/api/v1/listings/{listing_id}"
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
@@ -279,7 +279,8 @@ class ListingResource(Resource):
         resp.status = falcon.HTTP_204
 
 
-def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
+def add_routes(app: falcon.App, login: Login, account: Account, catalog: Catalog) -> None:
     mount(app, (SessionResource, SessionsResource), login)
     mount(app, (MeResource, KeysResource, KeyResource, CapabilitiesResource, CapabilityResource, DomainsResource,
-                DomainResource, DomainVerifyResource, DiscoveryResource, ListingsResource, ListingResource), c)
+                DomainResource, DomainVerifyResource, DiscoveryResource), account)
+    mount(app, (ListingsResource, ListingResource), catalog)

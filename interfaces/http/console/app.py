@@ -19,7 +19,17 @@ from interfaces.http.console import (
     tool_pages,
     webhooks,
 )
-from interfaces.http.console.collaborators import Collaborators
+from interfaces.http.console.collaborators import (
+    Account,
+    Catalog,
+    Collaborators,
+    Logins,
+    Overview,
+    Passwords,
+    PaymentViews,
+    ServicePages,
+    volume_of,
+)
 from interfaces.http.console.security import SessionMiddleware
 
 
@@ -40,15 +50,20 @@ def create_app(c: Collaborators) -> falcon.App:
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     app.resp_options.secure_cookies_by_default = c.secure_cookies
-    login = api.Login(c)
-    api.add_routes(app, c, login)
+    # Each group of resources is built from its part of the collaborators: what it uses, no more.
+    login = api.Login(Logins(c.accounts, c.sessions, c.throttle, c.verify_password, c.trusted_proxies,
+                             c.secure_cookies))
+    account, catalog = Account(c.merchants, c.accounts, c.key_uses), Catalog(c.catalog, c.listings, c.cursor_key)
+    service_parts = ServicePages(c.proxies, c.accounts, c.proxy_url, c.sandbox, c.sandbox_wallet, c.mcp_tools)
+    api.add_routes(app, login, account, catalog)
     services.add_routes(app, c.proxies, c.proxy_url)
-    pages.add_routes(app, c, login)
-    webhooks.add_routes(app, c, pages.templates())
-    service_pages.add_routes(app, c)
-    tool_pages.add_routes(app, c)
-    payments.add_routes(app, c, pages.templates())
-    listing_pages.add_routes(app, c)
+    pages.add_routes(app, login, account, catalog, passwords=Passwords(c.merchants, c.sessions), proxies=c.proxies,
+                     overview=Overview(c.payment_list, c.accounts, volume_of(c), c.fee_payers, c.books))
+    webhooks.add_routes(app, c.webhooks, pages.templates(), sandbox=c.sandbox)
+    service_pages.add_routes(app, service_parts)
+    tool_pages.add_routes(app, service_parts)
+    payments.add_routes(app, PaymentViews(c.payment_list, volume_of(c), c.sandbox), pages.templates())
+    listing_pages.add_routes(app, catalog)
     errors.register(app)
     return app
 

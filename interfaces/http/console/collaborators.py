@@ -1,11 +1,13 @@
 """What the console app is built from (`create_app(collaborators)`; the composition root, interfaces/wiring.py,
-builds them)."""
+builds them), and what each group of its resources is built from: a typed part of them, exactly what the group uses
+(`create_app` makes the parts; `mount` builds each resource class from its group's)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, Protocol
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import falcon
@@ -25,6 +27,8 @@ from projections.payment_list import PaymentListView
 from projections.payment_volume import NamedVolume, PaymentVolumeView, VolumeReader
 
 P = ParamSpec("P")
+C = TypeVar("C")
+VolumeOf = Callable[[str], NamedVolume | None]  # a merchant's payment_volume, its services by name (`named_volume`)
 
 
 @dataclass
@@ -54,12 +58,84 @@ class Collaborators:
     sandbox_wallet: str | None = None  # `up`'s merchant-wallet.json: the sandbox merchant's wallet
 
 
-class Resource:
-    """Base of the console's resources: each answers from the collaborators it is built with, at its `route`."""
+@dataclass(frozen=True)
+class Logins:
+    """The login check (`api.Login`, the session API and the login pages): logins, sessions, the throttle."""
+
+    accounts: AccountsView  # the logins and their password hashes
+    sessions: Sessions
+    throttle: LoginThrottle
+    verify_password: Callable[[str | None, str], bool]
+    trusted_proxies: tuple[str, ...]
+    secure_cookies: bool
+
+
+@dataclass(frozen=True)
+class Passwords:
+    """The password page: a one-time token's new password, which ends every session of its login."""
+
+    merchants: Merchants
+    sessions: Sessions
+
+
+@dataclass(frozen=True)
+class Account:
+    """The merchant's own account in the JSON API and its pages: keys, capabilities, domains, discovery."""
+
+    merchants: Merchants
+    accounts: AccountsView  # merchants, keys, capabilities, domains (projections/accounts.py)
+    key_uses: KeyUseView  # the keys' last use
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The merchant's listings in the discovery catalog (listed, confirmed, delisted) and the Discovery page's
+    search."""
+
+    catalog: CatalogView | None
+    listings: Listings | None
+    cursor_key: bytes  # the search cursors' key (the API's: interfaces/wiring.py)
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The overview page: today's figures, the charts, the last payments, the keys, the fee payers, the books."""
+
+    payment_list: PaymentListView
+    accounts: AccountsView
+    volume: VolumeOf
+    fee_payers: Callable[[], list[dict[str, str]]]
+    books: Callable[[], dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class PaymentViews:
+    """The payments API, export and pages (payments.py)."""
+
+    payment_list: PaymentListView
+    volume: VolumeOf  # each payment's service
+    sandbox: bool  # no public explorer links for the sandbox's devnet
+
+
+@dataclass(frozen=True)
+class ServicePages:
+    """The pages of proxy services, their routes and an mcp service's tools (service_pages.py, tool_pages.py)."""
+
+    proxies: ProxyServices
+    accounts: AccountsView  # the verified domains a service's base URL may use
+    proxy_url: str
+    sandbox: bool
+    sandbox_wallet: str | None
+    mcp_tools: Callable[[ProxyService], list[dict[str, Any]]] | None
+
+
+class Resource(Generic[C]):
+    """Base of the console's resources: each answers from what it is built with (`C`, its group's part of the
+    collaborators), at its `route`."""
 
     route = ""
 
-    def __init__(self, c: Collaborators) -> None:
+    def __init__(self, c: C) -> None:
         self._c = c
 
 
@@ -87,8 +163,8 @@ def named_volume(volume: VolumeReader | None, proxies: ProxyServices, proxy_url:
                           urlsplit(proxy_url).netloc)
 
 
-def volume_of(c: Collaborators, merchant: str) -> NamedVolume | None:
-    return named_volume(c.payment_volume, c.proxies, c.proxy_url, merchant)
+def volume_of(c: Collaborators) -> VolumeOf:
+    return functools.partial(named_volume, c.payment_volume, c.proxies, c.proxy_url)
 
 
 def default_pay_to(proxies: ProxyServices, merchant: str, sandbox_wallet: str | None) -> str | None:

@@ -13,11 +13,11 @@ import falcon
 from domain.clients import merchant_client_id
 from domain.merchant import UnknownObjectError
 from interfaces.http.console.api import session_of
-from interfaces.http.console.collaborators import Collaborators, Resource, mount
+from interfaces.http.console.collaborators import Catalog, Resource, mount
 from interfaces.http.console.pages import Page, form_of, templates
 
 
-def confirm(c: Collaborators, merchant_id: str, listing: str, proposal: Any) -> None:
+def confirm(c: Catalog, merchant_id: str, listing: str, proposal: Any) -> None:
     """The owner's confirmation of `proposal` (what it was shown); a stale or foreign one is a 404."""
     try:
         listing_uuid = UUID(listing)
@@ -28,7 +28,7 @@ def confirm(c: Collaborators, merchant_id: str, listing: str, proposal: Any) -> 
     c.listings.confirm(listing_uuid, merchant_client_id(merchant_id), proposal)
 
 
-class ConfirmListingPage(Page):
+class ConfirmListingPage(Page[Catalog]):
     route = "/listings/{listing_id}/confirm"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
@@ -40,7 +40,7 @@ class ConfirmListingPage(Page):
         raise falcon.HTTPSeeOther("/discovery?done=confirmed")
 
 
-class ListingConfirmResource(Resource):
+class ListingConfirmResource(Resource[Catalog]):
     """`POST /api/v1/listings/{id}/confirm` with `{"proposal": <the listing's proposal as listed>}`: 204."""
 
     route = "/api/v1/listings/{listing_id}/confirm"
@@ -52,6 +52,6 @@ class ListingConfirmResource(Resource):
         resp.status = falcon.HTTP_204
 
 
-def add_routes(app: falcon.App, c: Collaborators) -> None:
+def add_routes(app: falcon.App, c: Catalog) -> None:
     mount(app, (ListingConfirmResource,), c)
     mount(app, (ConfirmListingPage,), c, templates())

@@ -7,18 +7,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 import falcon
 from jinja2 import Environment, PackageLoader, select_autoescape
 from marshmallow import ValidationError
 
+from application.proxy_services import ProxyServices
 from domain.merchant import MerchantConflictError, MerchantError, UnknownObjectError
 from domain.money import usdc
 from domain.networks import NETWORKS, KeyEnv
 from interfaces.http.console import chart
 from interfaces.http.console.api import BadCredentials, Login, delist, own_listings
-from interfaces.http.console.collaborators import Collaborators, mount, volume_of
+from interfaces.http.console.collaborators import Account, C, Catalog, Overview, Passwords, mount
 from interfaces.http.console.formats import moment, money, network_name, plural
 from interfaces.http.console.security import Throttled
 from projections.catalog import search_resources
@@ -68,7 +69,7 @@ NOTICES = {
 }
 
 
-class Page:
+class Page(Generic[C]):
     """Base of the page resources: renders a template with the session and the navigation. It has no responders:
     each page defines its own, taking its route's parameters (`/payments/{payment_id}`), so no subclass changes a
     base's responder signature, and a URL whose class defines no `on_get` (a form's target: log out, revoke,
@@ -79,7 +80,7 @@ class Page:
     active = ""
     notices: Mapping[str, str] = NOTICES  # ?done=<name> after a command: the line shown on the page it lands on
 
-    def __init__(self, c: Collaborators, env: Environment) -> None:
+    def __init__(self, c: C, env: Environment) -> None:
         self._c, self._env = c, env
 
     def render(self, req: falcon.Request, resp: falcon.Response, status: str = falcon.HTTP_200,
@@ -95,7 +96,7 @@ class Page:
         return self.notices.get(done) if done else None
 
 
-class ContextPage(Page):
+class ContextPage(Page[C]):
     """A page of a URL without parameters (`/keys`, `/domains`, ...): GET renders its `context`, and a refused
     form is shown again with it."""
 
@@ -110,14 +111,10 @@ class ContextPage(Page):
         self.render(req, resp, status, errors=errors, problem=problem, form=form, **self.context(req))
 
 
-class LoginPage(Page):
+class LoginPage(Page[Login]):
     route = "/login"
     public = csrf_exempt = True
     template, title = "login.html", "Log in"
-
-    def __init__(self, c: Collaborators, env: Environment, login: Login) -> None:
-        super().__init__(c, env)
-        self._login = login
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.context.session is not None:
@@ -127,7 +124,7 @@ class LoginPage(Page):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = form_of(req)
         try:
-            self._login(req, resp, form.get("email", ""), form.get("password", ""))
+            self._c(req, resp, form.get("email", ""), form.get("password", ""))
         except BadCredentials:
             return self.render(req, resp, falcon.HTTP_401, email=form.get("email", ""),
                                problem="Wrong email or password.")
@@ -138,16 +135,12 @@ class LoginPage(Page):
         raise falcon.HTTPSeeOther("/")
 
 
-class LogoutPage(Page):
+class LogoutPage(Page[Login]):
     route = "/logout"
     public = True
 
-    def __init__(self, c: Collaborators, env: Environment, login: Login) -> None:
-        super().__init__(c, env)
-        self._login = login
-
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._login.logout(req, resp)
+        self._c.logout(req, resp)
         raise falcon.HTTPSeeOther("/login")
 
 
@@ -158,11 +151,11 @@ class LogoutEverywherePage(LogoutPage):
     public = False
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._login.logout(req, resp, everywhere=True)
+        self._c.logout(req, resp, everywhere=True)
         raise falcon.HTTPSeeOther("/login")
 
 
-class PasswordPage(Page):
+class PasswordPage(Page[Passwords]):
     route = "/password"
     public = csrf_exempt = True  # the one-time token in the form is the proof
     template, title = "password.html", "Set your password"
@@ -183,7 +176,7 @@ class PasswordPage(Page):
         self.render(req, resp, done=True)
 
 
-class OverviewPage(ContextPage):
+class OverviewPage(ContextPage[Overview]):
     """Today's figures and the last payments, from the payments read model (projections/payment_list.py); the
     settled USDC of today and the charts from the payment_volume read model (projections/payment_volume.py)."""
     route = "/"
@@ -192,7 +185,7 @@ class OverviewPage(ContextPage):
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
         merchant_id, view = req.context.session.merchant_id, self._c.payment_list
-        volume = volume_of(self._c, req.context.session.merchant)  # the merchant's services by name
+        volume = self._c.volume(req.context.session.merchant)  # the merchant's services by name
         now = datetime.now(UTC)
         today = view.get_day(merchant_id, now.strftime("%Y-%m-%d")) if view is not None else None
         charts = [chart.chart(volume, merchant_id, span, now) for span in (chart.DAY, chart.HOUR)] \
@@ -208,11 +201,15 @@ class OverviewPage(ContextPage):
         }
 
 
-class KeysPage(ContextPage):
+class KeysPage(ContextPage[Account]):
     route, template, title, active = "/keys", "keys.html", "API keys", "/keys"
 
+    def __init__(self, c: Account, env: Environment, proxies: ProxyServices) -> None:
+        super().__init__(c, env)
+        self._proxies = proxies  # the services a new key may be scoped to
+
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        services = self._c.proxies.list_services(req.context.session.merchant)
+        services = self._proxies.list_services(req.context.session.merchant)
         keys = self._c.accounts.list_keys(req.context.session.merchant_id)
         return {"keys": with_last_use(keys, self._c.key_uses),
                 "services": [{"id": str(x.id), "name": x.name, "slug": x.slug} for x in services],
@@ -231,7 +228,7 @@ class KeysPage(ContextPage):
         self.render(req, resp, falcon.HTTP_201, new_key=api_key, **self.context(req))
 
 
-class KeyRevokePage(Page):
+class KeyRevokePage(Page[Account]):
     route = "/keys/{prefix}/revoke"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, prefix: str) -> None:
@@ -242,7 +239,7 @@ class KeyRevokePage(Page):
         raise falcon.HTTPSeeOther("/keys?done=revoked")
 
 
-class CapabilitiesPage(ContextPage):
+class CapabilitiesPage(ContextPage[Account]):
     route, template, title, active = "/capabilities", "capabilities.html", "Capabilities", "/capabilities"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
@@ -264,7 +261,7 @@ class CapabilitiesPage(ContextPage):
         self.render(req, resp, falcon.HTTP_201, notice=notice, **self.context(req))
 
 
-class CapabilityDisablePage(Page):
+class CapabilityDisablePage(Page[Account]):
     route = "/capabilities/{cap_id}/disable"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, cap_id: str) -> None:
@@ -272,12 +269,12 @@ class CapabilityDisablePage(Page):
         raise falcon.HTTPSeeOther("/capabilities?done=disabled")
 
 
-def domains_context(c: Collaborators, req: falcon.Request) -> dict[str, Any]:
+def domains_context(c: Account, req: falcon.Request) -> dict[str, Any]:
     """What the domains page shows: its GET, and the answer of a command on one domain, render it."""
     return {"domains": c.accounts.list_domains(req.context.session.merchant_id)}
 
 
-class DomainsPage(ContextPage):
+class DomainsPage(ContextPage[Account]):
     route, template, title, active = "/domains", "domains.html", "Domains", "/domains"
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
@@ -292,7 +289,7 @@ class DomainsPage(ContextPage):
         raise falcon.HTTPSeeOther("/domains?done=added")
 
 
-class DomainActionPage(Page):
+class DomainActionPage(Page[Account]):
     """POST /domains/{domain}/verify|remove: one command; a conflict (not verifiable yet, still in use) is a 409 on
     the domains page."""
 
@@ -312,8 +309,12 @@ class DomainActionPage(Page):
         self.render(req, resp, notice=f"{domain} is verified.", **domains_context(self._c, req))
 
 
-class DiscoveryPage(ContextPage):
+class DiscoveryPage(ContextPage[Account]):
     route, template, title, active = "/discovery", "discovery.html", "Discovery", "/discovery"
+
+    def __init__(self, c: Account, env: Environment, catalog: Catalog) -> None:
+        super().__init__(c, env)
+        self._catalog = catalog
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         context = self.context(req)
@@ -323,12 +324,12 @@ class DiscoveryPage(ContextPage):
         merchant_id = req.context.session.merchant_id
         merchant = self._c.accounts.get_merchant(merchant_id)
         return {"enabled": bool(merchant and merchant.discovery_enabled),
-                "listings": own_listings(self._c, merchant_id), **self._search(req)}
+                "listings": own_listings(self._catalog, merchant_id), **self._search(req)}
 
     def _search(self, req: falcon.Request) -> dict[str, Any]:
         """The catalog searched as `GET /discovery/search` searches it (the same rule, ranking and cursor)."""
         query = (req.get_param("query") or "").strip()
-        if not query or self._c.catalog is None:
+        if not query or self._catalog.catalog is None:
             return {"query": query}
         problem = query_problem(query)
         if problem:
@@ -336,12 +337,12 @@ class DiscoveryPage(ContextPage):
         searched = fingerprint(query, "console")
         cursor = req.get_param("cursor")
         try:
-            after = Key.from_token(cursor, searched, self._c.cursor_key) if cursor is not None else None
+            after = Key.from_token(cursor, searched, self._catalog.cursor_key) if cursor is not None else None
         except CursorError as bad:  # the API's rule and code, shown beside the field with the same 400
             return {"query": query, "search_error": f"invalid_cursor: cursor: {bad}", "status": falcon.HTTP_400}
-        page = search_resources(self._c.catalog, query, limit=SEARCH_PAGE, after=after)
+        page = search_resources(self._catalog.catalog, query, limit=SEARCH_PAGE, after=after)
         return {"query": query, "results": page.items,
-                "next": page.cursor.token(searched, self._c.cursor_key) if page.cursor else None}
+                "next": page.cursor.token(searched, self._catalog.cursor_key) if page.cursor else None}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         enabled = form_of(req).get("enabled")
@@ -351,7 +352,7 @@ class DiscoveryPage(ContextPage):
         raise falcon.HTTPSeeOther("/discovery?done=discovery")
 
 
-class DelistPage(Page):
+class DelistPage(Page[Catalog]):
     route = "/listings/{listing_id}/delist"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, listing_id: str) -> None:
@@ -371,10 +372,15 @@ class Favicon:
         raise falcon.HTTPMovedPermanently("/static/favicon.svg")
 
 
-def add_routes(app: falcon.App, c: Collaborators, login: Login) -> None:
+def add_routes(app: falcon.App, login: Login, account: Account, catalog: Catalog, *, passwords: Passwords,
+               overview: Overview, proxies: ProxyServices) -> None:
     env = templates()
-    mount(app, (Favicon,), c)
-    mount(app, (LoginPage, LogoutPage, LogoutEverywherePage), c, env, login)
-    mount(app, (PasswordPage, OverviewPage, KeysPage, KeyRevokePage, CapabilitiesPage, CapabilityDisablePage,
-                DomainsPage, DomainActionPage, DiscoveryPage, DelistPage), c, env)
+    mount(app, (Favicon,))
+    mount(app, (LoginPage, LogoutPage, LogoutEverywherePage), login, env)
+    mount(app, (PasswordPage,), passwords, env)
+    mount(app, (OverviewPage,), overview, env)
+    mount(app, (KeysPage,), account, env, proxies)
+    mount(app, (KeyRevokePage, CapabilitiesPage, CapabilityDisablePage, DomainsPage, DomainActionPage), account, env)
+    mount(app, (DiscoveryPage,), account, env, catalog)
+    mount(app, (DelistPage,), catalog, env)
     app.add_static_route("/static", str(STATIC))

@@ -22,7 +22,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate, valida
 
 from domain.networks import MAINNET, NETWORKS
 from interfaces.http.console.api import session_of
-from interfaces.http.console.collaborators import Collaborators, Resource, mount, volume_of
+from interfaces.http.console.collaborators import PaymentViews, Resource, mount
 from interfaces.http.console.pages import Page
 from projections.payment_export import export_csv
 from projections.payment_list import MAX_PAGE, STATES, PaymentListView, PaymentPage, PaymentRow, timestamp
@@ -121,9 +121,9 @@ def described(row: PaymentRow, service: tuple[str, str] | None) -> dict[str, Any
             "resource": (service[1] or None) if service else None}
 
 
-def services_of(c: Collaborators, merchant: str, rows: list[PaymentRow]) -> dict[str, tuple[str, str]]:
+def services_of(c: PaymentViews, merchant: str, rows: list[PaymentRow]) -> dict[str, tuple[str, str]]:
     """(service, resource URL) of each row, from the payment_volume read model; a proxy service by its name."""
-    volume = volume_of(c, merchant)
+    volume = c.volume(merchant)
     return volume.get_services([r.payment_id for r in rows]) if volume is not None and rows else {}
 
 
@@ -145,7 +145,7 @@ def owned(view: PaymentListView, merchant_id: str, payment_id: str) -> PaymentRo
 # -- the JSON API ---------------------------------------------------------------------------------------------------
 
 
-class PaymentsResource(Resource):
+class PaymentsResource(Resource[PaymentViews]):
     route = "/api/v1/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -166,7 +166,7 @@ def export_filters(params: dict[str, Any]) -> dict[str, str | None]:
             "until": timestamp(_until(filters["until"])) if "until" in filters else None}
 
 
-class PaymentsExportResource(Resource):
+class PaymentsExportResource(Resource[PaymentViews]):
     """The filtered list as CSV (projections/payment_export.py), streamed a page at a time."""
 
     route = "/api/v1/payments/export"
@@ -182,11 +182,11 @@ class PaymentsExportResource(Resource):
                  *(v for v in (req.get_param("from"), req.get_param("to")) if v)]
         name = "-".join(["payments", *(re.sub(r"[^A-Za-z0-9._-]", "_", v) for v in given)])  # nothing a header carries
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
-        resp.stream = export_csv(view, volume_of(self._c, s.merchant), s.merchant_id, state=filters["state"],
+        resp.stream = export_csv(view, self._c.volume(s.merchant), s.merchant_id, state=filters["state"],
                                  since=since, until=until)
 
 
-class PaymentResource(Resource):
+class PaymentResource(Resource[PaymentViews]):
     route = "/api/v1/payments/{payment_id}"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
@@ -203,7 +203,7 @@ def shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-class PaymentsPage(Page):
+class PaymentsPage(Page[PaymentViews]):
     route, template, title, active = "/payments", "payments.html", "Payments", "/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -228,7 +228,7 @@ class PaymentsPage(Page):
                     if page.more else None, **context)
 
 
-class PaymentDetailPage(Page):
+class PaymentDetailPage(Page[PaymentViews]):
     route, template, title, active = "/payments/{payment_id}", "payment.html", "Payment", "/payments"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, payment_id: str) -> None:
@@ -239,6 +239,6 @@ class PaymentDetailPage(Page):
                     explorer=explorer_url(row.network, row.transaction_signature, self._c.sandbox))
 
 
-def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
+def add_routes(app: falcon.App, c: PaymentViews, env: Environment) -> None:
     mount(app, (PaymentsResource, PaymentsExportResource, PaymentResource), c)
     mount(app, (PaymentsPage, PaymentDetailPage), c, env)

@@ -13,7 +13,7 @@ from domain.errors import DomainError
 from domain.proxy_service import ProxyServiceConflictError, ProxyServiceError
 from domain.routes import RoutePatternError
 from domain.slugs import SlugError
-from interfaces.http.console.collaborators import Collaborators, default_pay_to, mount
+from interfaces.http.console.collaborators import ServicePages, default_pay_to, mount
 from interfaces.http.console.pages import Page, form_of, templates
 from interfaces.http.console.representation import route_json, service_json
 from interfaces.http.console.route_form import route_terms
@@ -36,10 +36,10 @@ def _refusal(failure: DomainError) -> tuple[str, dict[str, str], str]:
     return (status, {field: str(failure)}, "") if field and field != "routeId" else (status, {}, str(failure))
 
 
-class _ServicePage(Page):
+class _ServicePage(Page[ServicePages]):
     active, notices = "/services", NOTICES
 
-    def __init__(self, c: Collaborators, env: Environment) -> None:
+    def __init__(self, c: ServicePages, env: Environment) -> None:
         super().__init__(c, env)
         self._proxies = c.proxies
 
@@ -192,7 +192,7 @@ class RouteDeletePage(_ServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=route-deleted")
 
 
-def add_routes(app: falcon.App, c: Collaborators) -> None:
+def add_routes(app: falcon.App, c: ServicePages) -> None:
     mount(app, (ServicesPage, ServicePage, ServiceActivePage, ServiceDeletePage, RoutesPage, RouteDeletePage), c,
           templates())
 

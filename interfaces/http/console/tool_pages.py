@@ -1,5 +1,5 @@
 """The console's pages for an `mcp` service's tool prices: its service page lists the tools its MCP server offers
-(`tools/list`, asked through the proxy's outbound rules: `Collaborators.mcp_tools`) with their prices; a tool is
+(`tools/list`, asked through the proxy's outbound rules: `ServicePages.mcp_tools`) with their prices; a tool is
 priced (its description and input schema copied from the server's list) or made free again. Each form posts to
 the same `ProxyServices` command the CLI calls; a refused form is shown again with the error beside its field."""
 
@@ -13,12 +13,12 @@ from application.proxy_services import ServiceNotFoundError
 from domain.errors import DomainError
 from domain.money import AmountError, is_usdc, parse_usdc, usdc
 from domain.proxy_service import ProxyService, ProxyServiceError
-from interfaces.http.console.collaborators import Collaborators, mount
+from interfaces.http.console.collaborators import ServicePages, mount
 from interfaces.http.console.pages import form_of, templates
 from interfaces.http.console.service_pages import _OneServicePage
 
 
-def tool_rows(c: Collaborators, service: ProxyService) -> dict[str, Any]:
+def tool_rows(c: ServicePages, service: ProxyService) -> dict[str, Any]:
     """The service page's tools: the server's list (or why it could not be asked) and the priced ones."""
     priced = [{"name": t.name, "price": str(t.price), "priceUsdc": usdc(t.price, grouped=False)
                if is_usdc(t.network, t.asset) else None, "asset": t.asset, "payTo": t.pay_to,
@@ -75,5 +75,5 @@ class ToolUnpricePage(_OneServicePage):
         raise falcon.HTTPSeeOther(f"/services/{service_id}?done=tool-unpriced")
 
 
-def add_routes(app: falcon.App, c: Collaborators) -> None:
+def add_routes(app: falcon.App, c: ServicePages) -> None:
     mount(app, (ToolsPage, ToolUnpricePage), c, templates())

@@ -18,7 +18,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from domain.webhook import EVENT_TYPES, WebhookError
 from interfaces.http.console.api import body, session_of
-from interfaces.http.console.collaborators import Collaborators, mount
+from interfaces.http.console.collaborators import mount
 from interfaces.http.console.pages import ContextPage, Page, form_of
 from interfaces.runtime.webhook_service import WebhookService
 
@@ -138,18 +138,18 @@ NOTICES = {"saved": "Saved.", "enabled": "Endpoint enabled: deliveries resume.",
            "replayed": "Failed deliveries will be sent again now."}
 
 
-class WebhooksPage(ContextPage):
+class WebhooksPage(ContextPage[WebhookService]):
     route, template, title, active = "/webhooks", "webhooks.html", "Webhooks", "/webhooks"
     notices = NOTICES
 
     def context(self, req: falcon.Request) -> dict[str, Any]:
-        return {"endpoints": self._c.webhooks.list(req.context.session.merchant), "event_types": EVENT_TYPES,
+        return {"endpoints": self._c.list(req.context.session.merchant), "event_types": EVENT_TYPES,
                 "chosen": ["payment.confirmed", "payment.failed"]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form, events = form_of(req), events_of(req)
         try:
-            created = self._c.webhooks.create(req.context.session.merchant, form.get("url", ""), events)
+            created = self._c.create(req.context.session.merchant, form.get("url", ""), events)
         except WebhookError as refused:
             status = falcon.HTTP_400
             self.render(req, resp, status, errors={refused.field or "url": refused.message}, form=form,
@@ -159,7 +159,7 @@ class WebhooksPage(ContextPage):
                     notice="Endpoint added. Copy its signing secret now: it is shown once.", **self.context(req))
 
 
-class _EndpointPage(Page):
+class _EndpointPage(Page[WebhookService]):
     """Base of the pages under `/webhooks/{endpoint_id}`: the endpoint page's template and context, which the
     answer of a command on the endpoint renders; each defines its own responders."""
 
@@ -168,8 +168,8 @@ class _EndpointPage(Page):
 
     def endpoint_context(self, req: falcon.Request, endpoint_id: str) -> dict[str, Any]:
         merchant = req.context.session.merchant
-        endpoint = self._c.webhooks.get(merchant, endpoint_id)
-        deliveries = self._c.webhooks.deliveries(merchant, endpoint_id, 50)
+        endpoint = self._c.get(merchant, endpoint_id)
+        deliveries = self._c.deliveries(merchant, endpoint_id, 50)
         for d in deliveries:
             d["created"], d["next"] = when(d["createdAt"]), when(d["nextAttemptAt"])
             for a in d["attempts"]:
@@ -187,7 +187,7 @@ class WebhookPage(_EndpointPage):
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         form, events = form_of(req), events_of(req)
         try:
-            self._c.webhooks.update(req.context.session.merchant, endpoint_id, url=form.get("url") or None,
+            self._c.update(req.context.session.merchant, endpoint_id, url=form.get("url") or None,
                                     events=events or None)
         except WebhookError as refused:
             if refused.code == "webhook_not_found":
@@ -206,11 +206,11 @@ class WebhookActionPage(_EndpointPage):
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, action: str) -> None:
         merchant = req.context.session.merchant
         if action in ("enable", "disable"):
-            self._c.webhooks.update(merchant, endpoint_id, enabled=action == "enable")
+            self._c.update(merchant, endpoint_id, enabled=action == "enable")
             raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done={action}d")
         if action == "test":
             try:
-                self._c.webhooks.test(merchant, endpoint_id)
+                self._c.test(merchant, endpoint_id)
             except WebhookError as refused:
                 if refused.code != "test_pending":
                     raise
@@ -219,10 +219,10 @@ class WebhookActionPage(_EndpointPage):
                 return
             raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=test")
         if action == "delete":
-            self._c.webhooks.delete(merchant, endpoint_id)
+            self._c.delete(merchant, endpoint_id)
             raise falcon.HTTPSeeOther("/webhooks?done=deleted")
         if action == "rotate":
-            secret = self._c.webhooks.rotate(merchant, endpoint_id)["secret"]
+            secret = self._c.rotate(merchant, endpoint_id)["secret"]
             self.render(req, resp, new_secret=secret, notice="New signing secret: copy it now, it is shown once. "
                         "The previous one keeps signing for 24 hours.", **self.endpoint_context(req, endpoint_id))
             return
@@ -233,7 +233,7 @@ class ResendPage(_EndpointPage):
     route = "/webhooks/{endpoint_id}/deliveries/{msg_id}/resend"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str, msg_id: str) -> None:
-        self._c.webhooks.resend(req.context.session.merchant, endpoint_id, msg_id)
+        self._c.resend(req.context.session.merchant, endpoint_id, msg_id)
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=resent")
 
 
@@ -249,12 +249,12 @@ class ReplayPage(_EndpointPage):
             self.render(req, resp, falcon.HTTP_400, errors={"since": "a time such as 2026-11-23T12:00"}, form=form,
                         **context)
             return
-        self._c.webhooks.replay(req.context.session.merchant, endpoint_id, since.timestamp())
+        self._c.replay(req.context.session.merchant, endpoint_id, since.timestamp())
         raise falcon.HTTPSeeOther(f"/webhooks/{endpoint_id}?done=replayed")
 
 
-def add_routes(app: falcon.App, c: Collaborators, env: Environment) -> None:
+def add_routes(app: falcon.App, webhooks: WebhookService, env: Environment, *, sandbox: bool) -> None:
     mount(app, (WebhooksResource, ReplayResource, WebhookResource, RotateResource, TestEventResource,
-                DeliveriesResource, ResendResource), c.webhooks)
-    env.globals["sandbox"] = c.sandbox  # the URL field says what the sandbox also allows (http://localhost)
-    mount(app, (WebhooksPage, WebhookPage, ReplayPage, ResendPage, WebhookActionPage), c, env)
+                DeliveriesResource, ResendResource), webhooks)
+    env.globals["sandbox"] = sandbox  # the URL field says what the sandbox also allows (http://localhost)
+    mount(app, (WebhooksPage, WebhookPage, ReplayPage, ResendPage, WebhookActionPage), webhooks, env)
