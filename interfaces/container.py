@@ -319,6 +319,7 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
     webhooks, webhooks_view = build_webhooks(config, resolver or GetaddrinfoResolver())
     payment_list = build_view(config, "payment_list", SqlitePaymentListView)
     key_uses = build_view(config, KEY_USE_STORE, SqliteKeyUseView)
+    paid_access = build_view(config, "paid_access", SqlitePaidAccessView)
 
     container = Container(
         config, payments, merchants, accounts, chains, fee_payers, listings=listings, payments_batch=payments_batch,
@@ -327,9 +328,8 @@ def build(config: Config, *, sandbox: Sandbox | None = None, cache: ResultCache 
         key_usage=KeyUsage(key_uses), service_scopes=build_view(config, "service_scopes", SqliteServiceScopesView),
         sandbox=sandbox, redis=redis, result_cache=result_cache,
         payment_volume=build_view(config, "payment_volume", SqlitePaymentVolumeView),
-        books=Books(store_env(config, "books")))
-    container.paid_access = build_view(config, "paid_access", SqlitePaidAccessView)
-    container.access = Access(store_env(config, "access"), sign_ins=SdkSignIns(), paid=container.paid_access)
+        books=Books(store_env(config, "books")), paid_access=paid_access,
+        access=Access(store_env(config, "access"), sign_ins=SdkSignIns(), paid=paid_access))
     read_your_writes(container)
     return container
 
