@@ -11,9 +11,11 @@ from typing import Any
 
 from eventsourcing.persistence import IntegrityError, OperationalError
 
+from application.listings import Listings
 from projections import catalog_search as search
 from projections.catalog_counts import UPSERT_COUNT, exists, pair_keys, pairs, with_key, write_terms
-from projections.sql import Cursor, SqlView, values
+from projections.reshape import ReshapedView, Shape
+from projections.sql import Cursor, values
 
 # The counts and the order of pairs of tags are kept (filled once for an older catalog): the marker row says so.
 PAIRS_KEPT = "kept:pair order"
@@ -34,7 +36,13 @@ class SearchPage:
     partial: bool  # the answer was cut (never: every match is reachable through the cursor)
 
 
-class CatalogView(SqlView):
+class CatalogView(ReshapedView):
+    # A catalog of the release before listings were declared by their owners (no `catalog_proposals`) served what
+    # payers wrote (title, tags, provider) where the events now hold proposals: rebuilt from the listings' events.
+    shape = Shape(Listings.name, ("catalog_proposals", "proposal"),
+                  ("catalog_listings", "catalog_tags", "catalog_owners", "catalog_tag_order", "catalog_counts",
+                   "catalog_pair_order", "catalog_terms", "catalog_search", "catalog_search_rows"),
+                  anchor="catalog_listings")
     tables: tuple[str, ...] = (
         "CREATE TABLE IF NOT EXISTS catalog_listings (listing_id TEXT PRIMARY KEY, resource TEXT NOT NULL, "
         "method TEXT NOT NULL, type TEXT NOT NULL, last_updated TEXT NOT NULL, enabled BOOLEAN NOT NULL, "

@@ -1,7 +1,9 @@
 """A read model whose tables changed shape between releases is rebuilt from the event store, not migrated.
 
 A view (`ReshapedView`) names a column its current tables have and an earlier release's did not (`Shape.marker`).
-When the view is created over tables of the earlier shape (the marker's table there, the column missing), the tables
+When the view is created over tables of the earlier shape (the marker's table there, the column missing; or, for a
+table the earlier release did not have, the marker's table missing while a table of every release, `Shape.anchor`,
+is there), the tables
 it lists are dropped and its tracking position in the application it follows is forgotten, in one transaction,
 before the view creates its tables anew; then the projection applies every event again from the first, before the
 process reads the view (the composition root brings the views of the logs only commands write level as it builds
@@ -23,6 +25,9 @@ class Shape:
     application_name: str  # whose log the view follows (its tracking position is forgotten)
     marker: tuple[str, str]  # (table, column): the column present in the current shape only
     tables: Sequence[str]  # every table of earlier shapes, dropped (IF EXISTS) when the marker is missing
+    # A table every shape has, when the marker is a table of the current shape only: the marker's table missing
+    # beside it is the earlier shape (without an anchor, a missing marker table is a new view).
+    anchor: str = ""
 
 
 class ReshapedView(SqlView):
@@ -57,7 +62,7 @@ def reshape(view: Any, shape: Shape) -> bool:
     the view creates its tables (which then are of the current shape); a new view (no marker table) is left alone.
     `view` is a `SqlView` over SQLite's tracking recorder (its tracking table is `tracking`) or PostgreSQL's (which
     names it)."""
-    if _current(columns(view, shape.marker[0]), shape.marker[1]):
+    if _current(view, shape):
         return False  # the usual case: one read, no write at start-up
     tracking = getattr(view, "tracking_table_name", "tracking")
     with view.datastore.transaction(commit=True) as c:
@@ -69,7 +74,7 @@ def reshape(view: Any, shape: Shape) -> bool:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"paywarden reshape {shape.marker[0]}",))
         else:
             cursor.execute(f"DELETE FROM {tracking} WHERE application_name = ?", ("",))
-        if _current(columns(view, shape.marker[0], cursor), shape.marker[1]):
+        if _current(view, shape, cursor):
             return False
         for name in shape.tables:
             cursor.execute(f"DROP TABLE IF EXISTS {name}")
@@ -77,5 +82,10 @@ def reshape(view: Any, shape: Shape) -> bool:
     return True
 
 
-def _current(found: set[str], column: str) -> bool:
-    return not found or column in found
+def _current(view: Any, shape: Shape, cursor: Cursor | None = None) -> bool:
+    """The view's tables are of the current shape, or not there yet (a new view)."""
+    table, column = shape.marker
+    found = columns(view, table, cursor)
+    if found:
+        return column in found
+    return not shape.anchor or not columns(view, shape.anchor, cursor)

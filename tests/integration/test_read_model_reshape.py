@@ -5,6 +5,8 @@ was kept whole (its terms in columns of their own)."""
 
 from __future__ import annotations
 
+import json
+
 from falcon import testing
 
 from domain.merchant import key_hash
@@ -81,5 +83,51 @@ def test_a_service_scopes_view_of_the_earlier_shape_is_rebuilt_from_the_events_w
     try:
         assert "route" in columns(upgraded.service_scopes, "service_scopes_routes")
         assert upgraded.service_scopes.get_scope(str(service.id)) == before  # every route again, whole
+    finally:
+        upgraded.close()
+
+
+@STORES
+def test_a_catalog_of_the_release_before_declared_listings_is_rebuilt_and_serves_only_what_was_declared(gateway):
+    """The earlier catalog had no proposals table and served what payers wrote: its items are replaced by what
+    the listings' events say (the owner's declaration), level with the live view `audit rebuild` compares."""
+    from uuid import UUID
+
+    from domain.clients import merchant_client_id
+    from interfaces.audit.rebuild import rebuild_all
+    from interfaces.runtime.workers import catch_up_all
+    from tests.integration.test_discovery import INFO
+
+    container = gateway.container
+    listed = gateway.body(amount=4_000)
+    listed["paymentPayload"]["resource"] = {"url": "http://localhost:8080/forecast"}
+    listed["paymentPayload"]["extensions"] = {"bazaar": {"info": INFO}}
+    assert gateway.post("/verify", listed).status_code == 200
+    catch_up_all(container)
+    owner = merchant_client_id(container.merchants.get_merchant("acme").id)
+    [(listing, _, proposal)] = container.catalog.list_owned(owner)
+    container.listings.confirm(UUID(listing), owner, proposal)
+    catch_up_all(container)
+    view, log = container.catalog, container.listings.name
+    position = view.max_tracking_id(log)
+    # The earlier release's catalog, level with the log: no proposals table, and an item a payer titled.
+    [row] = view.rows("SELECT item FROM catalog_listings")
+    forged = json.loads(row[0])
+    forged["metadata"]["title"] = "Sandbox Official Payments Portal"
+    with view.datastore.transaction(commit=True) as c:
+        c.execute("DROP TABLE catalog_proposals")
+        c.execute(view.sql("UPDATE catalog_listings SET item = ?"), (json.dumps(forged),))
+    assert not columns(view, "catalog_proposals")
+
+    upgraded = build(container.config, sandbox=gateway.sandbox)  # a process of this release starts
+    try:
+        assert "proposal" in columns(upgraded.catalog, "catalog_proposals")
+        assert upgraded.catalog.max_tracking_id(log) is None  # forgotten: the follower applies every event again
+        catch_up_all(upgraded)
+        assert upgraded.catalog.max_tracking_id(log) == position
+        [item] = upgraded.catalog.get_page(None, (), limit=10, offset=0).items
+        assert item["metadata"]["title"] == INFO["title"]  # the owner's declaration, not the forged title
+        [catalog] = [c for c in rebuild_all(upgraded, check=True) if c.name == "catalog"]
+        assert catalog.differences == []  # what `audit rebuild --check` compares
     finally:
         upgraded.close()
