@@ -97,7 +97,7 @@ class CatalogView(ReshapedView):
     )
 
     def create_table(self) -> None:
-        super().create_table()  # type: ignore[misc]
+        super().create_table()
         self._fillpairs()
         self._fill_terms_and_search()
 
