@@ -66,36 +66,42 @@ class Reconciler:
         checked = 0
         while True:
             notifications = self.payments.recorder.select_notifications(position, BATCH, inclusive_of_start=False)
+            confirmed: list[UUID] = []
             for n in notifications:
                 kind = n.topic.removeprefix(PAYMENT)
                 if kind == "SettlementSubmitted":
                     state = self.payments.mapper.transcoder.decode(plain_state(self.payments, n.state))
                     self._remember(str(state.get("signature")), str(n.originator_id))
                 elif kind == "Confirmed":
-                    problem = self._confirmed(UUID(str(n.originator_id)))
-                    checked += 1
-                    if problem is not None:
-                        mismatches.append(problem)
+                    confirmed.append(UUID(str(n.originator_id)))
+            mismatches += self._confirmed(confirmed)
+            checked += len(confirmed)
             if notifications:
                 position = notifications[-1].id
             if len(notifications) < BATCH:
                 return position, checked
 
-    def _confirmed(self, payment_id: UUID) -> dict[str, str] | None:
-        payment = self._booked(payment_id)
-        if payment is None or payment.signature is None:
-            return None
-        rpc = self.rpc_for(payment.network)
-        if rpc is None:
-            return None
-        landed = rpc.transaction(payment.signature)
-        problem = confirmed_problem(payment, landed)
-        if problem is None:
-            return None
-        kind = "confirmed_not_on_chain" if landed is None else "confirmed_amount"
-        return {"kind": kind, "network": payment.network, "signature": payment.signature,
-                "payment_id": payment.payment_id, "detail": f"payment {payment.payment_id} is CONFIRMED in the "
-                                                            f"books, but {problem}"}
+    def _confirmed(self, payment_ids: Sequence[UUID]) -> list[dict[str, str]]:
+        """The mismatches of these CONFIRMED payments, in their order; their transactions looked up in batches, one
+        per network (`JsonRpc.transactions`)."""
+        by_network: dict[str, list[BookedPayment]] = {}
+        for payment_id in payment_ids:
+            payment = self._booked(payment_id)
+            if payment is not None and payment.signature is not None and self.rpc_for(payment.network) is not None:
+                by_network.setdefault(payment.network, []).append(payment)
+        problems: dict[str, dict[str, str]] = {}
+        for network, payments in by_network.items():
+            rpc = self.rpc_for(network)
+            assert rpc is not None
+            landed_all = rpc.transactions([str(p.signature) for p in payments])
+            for payment, landed in zip(payments, landed_all, strict=True):
+                if (problem := confirmed_problem(payment, landed)) is not None:
+                    kind = "confirmed_not_on_chain" if landed is None else "confirmed_amount"
+                    problems[payment.payment_id] = {
+                        "kind": kind, "network": payment.network, "signature": str(payment.signature),
+                        "payment_id": payment.payment_id,
+                        "detail": f"payment {payment.payment_id} is CONFIRMED in the books, but {problem}"}
+        return [problems[str(i)] for i in payment_ids if str(i) in problems]
 
     def _booked(self, payment_id: UUID) -> BookedPayment | None:
         """The payment as its own events record it."""

@@ -4,6 +4,9 @@ never had; each mismatch is an event, counted in /metrics and shown on /readyz (
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx
 import pytest
 from falcon import testing
 from solders.keypair import Keypair
@@ -98,3 +101,23 @@ def test_a_fresh_reconciler_resumes_where_the_books_say_it_stopped(reconciled):
     assert [m["signature"] for m in again.run_once()] == [transfer]
     assert gateway.post("/settle", gateway.body(amount=USDC // 50)).status_code == 200
     assert again.run_once() == []  # a settled payment's transaction is booked
+
+
+def test_a_pass_looks_up_its_confirmed_payments_transactions_in_one_request(reconciled, monkeypatch):
+    gateway = reconciled
+    for amount in (USDC // 40, USDC // 80, USDC // 160):
+        assert gateway.post("/settle", gateway.body(amount=amount)).json["success"]
+    requests: list[Any] = []
+    post = httpx.Client.post
+
+    def counted(client, url, *args, **kwargs):
+        body = kwargs.get("json")
+        requests.append([c["method"] for c in body] if isinstance(body, list) else body["method"])
+        return post(client, url, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.Client, "post", counted)
+    assert reconciler(gateway.container).run_once() == []
+    # The five CONFIRMED payments' getTransaction in one JSON-RPC batch (one HTTP request each was five); then each
+    # fee payer's history, and a transaction of it no payment recorded (its funding) looked up alone.
+    assert requests[0] == ["getTransaction"] * 5
+    assert "getSignaturesForAddress" in requests and not any(isinstance(r, list) for r in requests[1:])
