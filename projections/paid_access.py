@@ -25,6 +25,7 @@ from projections.payment_list import EVENTS, timestamp
 from projections.sql import SqlView
 
 PROXY_DOOR = "proxy:"
+# Every statement below is written (`Cursor.write`), none read: a batch sends them in one pipeline.
 
 
 class PaidAccessView(SqlView):
@@ -73,24 +74,24 @@ class PaidAccessProjection(Projection[PaidAccessView]):
     @process_event.register
     def _(self, e: Payment.Approved, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
-            c.execute("INSERT INTO paid_access_payments (payment_id, payer) VALUES (?, ?)",
-                      (str(e.originator_id), e.payer))
+            c.write("INSERT INTO paid_access_payments (payment_id, payer) VALUES (?, ?)",
+                    (str(e.originator_id), e.payer))
 
     @process_event.register
     def _(self, e: Payment.Confirmed, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
-            c.execute("UPDATE paid_access_payments SET confirmed_at = ? WHERE payment_id = ?",
-                      (timestamp(e.timestamp), str(e.originator_id)))
+            c.write("UPDATE paid_access_payments SET confirmed_at = ? WHERE payment_id = ?",
+                    (timestamp(e.timestamp), str(e.originator_id)))
             if (route := route_of(e.via if e.answered else None)) is not None:
-                c.execute(SET_ROUTE, (*route, str(e.originator_id)))
+                c.write(SET_ROUTE, (*route, str(e.originator_id)))
 
     @process_event.register
     def _(self, e: Payment.SuccessAnswered, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
             if (route := route_of(e.via)) is not None:
-                c.execute(SET_ROUTE, (*route, str(e.originator_id)))
+                c.write(SET_ROUTE, (*route, str(e.originator_id)))
 
     @process_event.register
     def _(self, e: Payment.Failed, tracking: Tracking) -> None:
         with self.view.tracked(tracking) as c:
-            c.execute("DELETE FROM paid_access_payments WHERE payment_id = ?", (str(e.originator_id),))
+            c.write("DELETE FROM paid_access_payments WHERE payment_id = ?", (str(e.originator_id),))

@@ -14,7 +14,10 @@ in turn would have checked and left, with two statements instead of one per even
 ignores advance the position too. A store with multi-row tracking records every event as before.
 
 A view may also keep a batch's writes in memory (`Batch.state`) and write them at its end (`Batch.before_commit`):
-a payment's Received and Approved, which usually arrive in one batch, then become one row written once.
+a payment's Received and Approved, which usually arrive in one batch, then become one row written once. A statement
+whose answer nobody reads goes through `write` (`Cursor.write`): inside a batch it is queued, and the queue is sent
+in order before the next statement of the batch and before it commits, on PostgreSQL as one pipeline (one round trip
+for the whole queue instead of one per statement); every statement still runs, in the order written.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class SqlView(TrackingRecorder):
         `batch()`, the batch's transaction (and position)."""
         batch = self.current_batch()
         if batch is not None:
-            yield _Cursor(batch.cursor, self)
+            yield _Cursor(batch.cursor, self, batch)
             batch.track(tracking)
             return
         with self.datastore.transaction(commit=True) as c:
@@ -120,6 +123,7 @@ class SqlView(TrackingRecorder):
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         batch = self.current_batch()
         if batch is not None:  # a projection reading inside a batch reads the batch's own writes
+            batch.send_writes()
             batch.cursor.execute(self.sql(statement), tuple(params))
             return [values(row) for row in batch.cursor.fetchall()]
         if self.paramstyle == "format":  # one autocommit statement: no BEGIN/ROLLBACK round trips
@@ -140,11 +144,37 @@ class Batch:
         self.bounded = first is not None
         self.state: dict[str, Any] = {}  # a view's pending writes, by a name of its choosing
         self._flushes: dict[str, Callable[[], None]] = {}
+        self._writes: list[tuple[str, tuple[Any, ...]]] = []  # `write`'s queue, in order
 
     def track(self, tracking: Tracking) -> None:
         """One event applied: its position is recorded now, unless the batch records its bounds."""
         if not self.bounded:
+            self.send_writes()
             self.view.record_position(self.cursor, tracking)
+
+    def write(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """Queue a statement whose answer is not read; `send_writes` sends the queue."""
+        self._writes.append((self.view.sql(statement), tuple(params)))
+
+    def send_writes(self) -> None:
+        """Run the queued statements in order: on PostgreSQL in one pipeline (psycopg's `Connection.pipeline`), a
+        run of one statement as one `executemany`; an error is raised here, and rolls the batch back."""
+        if not self._writes:
+            return
+        writes, self._writes = self._writes, []
+        runs: list[tuple[str, list[tuple[Any, ...]]]] = []
+        for statement, params in writes:
+            if runs and runs[-1][0] == statement:
+                runs[-1][1].append(params)
+            else:
+                runs.append((statement, [params]))
+        if self.view.paramstyle != "format":
+            for statement, rows in runs:
+                self.cursor.executemany(statement, rows)
+            return
+        with self.cursor.connection.pipeline():
+            for statement, rows in runs:
+                self.cursor.executemany(statement, rows)
 
     def stop_after(self, tracking: Tracking) -> None:
         """The batch ends early: `tracking`, not its announced last notification, is the position it records."""
@@ -158,27 +188,40 @@ class Batch:
         self._flushes.setdefault(name, flush)
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        self.send_writes()
         self.cursor.execute(self.view.sql(statement), tuple(params))
         return self.cursor
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.send_writes()
         if rows:
             self.cursor.executemany(self.view.sql(statement), [tuple(r) for r in rows])
 
     def finish(self) -> None:
+        self.send_writes()
         for flush in self._flushes.values():
             flush()
+        self.send_writes()
         if self.last is not None:
             self.view.record_position(self.cursor, self.last)
 
 
 class _Cursor:
-    def __init__(self, cursor: Any, view: SqlView) -> None:
-        self._cursor, self._view = cursor, view
+    def __init__(self, cursor: Any, view: SqlView, batch: Batch | None = None) -> None:
+        self._cursor, self._view, self._batch = cursor, view, batch
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        if self._batch is not None:  # what the batch queued runs first: this statement reads what it wrote
+            self._batch.send_writes()
         self._cursor.execute(self._view.sql(statement), tuple(params))
         return self._cursor
+
+    def write(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """A statement whose answer is not read: queued inside a batch (`Batch.write`), else run now."""
+        if self._batch is not None:
+            self._batch.write(statement, params)
+        else:
+            self._cursor.execute(self._view.sql(statement), tuple(params))
 
     def fetchall(self) -> list[list[Any]]:
         return [values(row) for row in self._cursor.fetchall()]

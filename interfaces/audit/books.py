@@ -63,39 +63,65 @@ class Reconciler:
         return mismatches
 
     def _payments(self, position: int, mismatches: list[dict[str, str]]) -> tuple[int, int]:
-        checked = 0
+        checked, recent = 0, _Recent()
         while True:
             notifications = self.payments.recorder.select_notifications(position, BATCH, inclusive_of_start=False)
+            confirmed: list[tuple[UUID, BookedPayment | None]] = []
             for n in notifications:
-                kind = n.topic.removeprefix(PAYMENT)
-                if kind == "SettlementSubmitted":
-                    state = self.payments.mapper.transcoder.decode(plain_state(self.payments, n.state))
-                    self._remember(str(state.get("signature")), str(n.originator_id))
+                kind, key = n.topic.removeprefix(PAYMENT), str(n.originator_id)
+                if kind == "Received":
+                    recent.received[key] = n
+                elif kind == "SettlementSubmitted":
+                    state = self._state(n)
+                    self._remember(str(state.get("signature")), key)
+                    recent.submitted[key] = str(state.get("signature") or "") or None
                 elif kind == "Confirmed":
-                    problem = self._confirmed(UUID(str(n.originator_id)))
-                    checked += 1
-                    if problem is not None:
-                        mismatches.append(problem)
+                    confirmed.append((UUID(key), self._folded(recent, key, self._state(n))))
+            mismatches += self._confirmed(confirmed)
+            checked += len(confirmed)
+            recent.next_batch()
             if notifications:
                 position = notifications[-1].id
             if len(notifications) < BATCH:
                 return position, checked
 
-    def _confirmed(self, payment_id: UUID) -> dict[str, str] | None:
-        payment = self._booked(payment_id)
-        if payment is None or payment.signature is None:
+    def _folded(self, recent: _Recent, key: str, confirmed: dict[str, Any]) -> BookedPayment | None:
+        """The payment as `_booked` reads it, from its Received and SettlementSubmitted in this pass's last two
+        batches (a settle's events follow one another); None when they are not there (then `_booked` reads them)."""
+        received = recent.received.get(key)
+        if received is None or key not in recent.submitted:
             return None
-        rpc = self.rpc_for(payment.network)
-        if rpc is None:
-            return None
-        landed = rpc.transaction(payment.signature)
-        problem = confirmed_problem(payment, landed)
-        if problem is None:
-            return None
-        kind = "confirmed_not_on_chain" if landed is None else "confirmed_amount"
-        return {"kind": kind, "network": payment.network, "signature": payment.signature,
-                "payment_id": payment.payment_id, "detail": f"payment {payment.payment_id} is CONFIRMED in the "
-                                                            f"books, but {problem}"}
+        state = self._state(received)
+        return BookedPayment(key, state.get("timestamp") or datetime.now(UTC), state["network"], state["asset"],
+                             int(state["amount"]), state["pay_to"], state="CONFIRMED",
+                             signature=confirmed.get("signature") or recent.submitted[key])
+
+    def _state(self, notification: Any) -> dict[str, Any]:
+        state: dict[str, Any] = self.payments.mapper.transcoder.decode(plain_state(self.payments, notification.state))
+        return state
+
+    def _confirmed(self, confirmed: Sequence[tuple[UUID, BookedPayment | None]]) -> list[dict[str, str]]:
+        """The mismatches of these CONFIRMED payments, in their order; their transactions looked up in batches, one
+        per network (`JsonRpc.transactions`)."""
+        by_network: dict[str, list[BookedPayment]] = {}
+        payment_ids = [payment_id for payment_id, _ in confirmed]
+        for payment_id, folded in confirmed:
+            payment = folded or self._booked(payment_id)
+            if payment is not None and payment.signature is not None and self.rpc_for(payment.network) is not None:
+                by_network.setdefault(payment.network, []).append(payment)
+        problems: dict[str, dict[str, str]] = {}
+        for network, payments in by_network.items():
+            rpc = self.rpc_for(network)
+            assert rpc is not None
+            landed_all = rpc.transactions([str(p.signature) for p in payments])
+            for payment, landed in zip(payments, landed_all, strict=True):
+                if (problem := confirmed_problem(payment, landed)) is not None:
+                    kind = "confirmed_not_on_chain" if landed is None else "confirmed_amount"
+                    problems[payment.payment_id] = {
+                        "kind": kind, "network": payment.network, "signature": str(payment.signature),
+                        "payment_id": payment.payment_id,
+                        "detail": f"payment {payment.payment_id} is CONFIRMED in the books, but {problem}"}
+        return [problems[str(i)] for i in payment_ids if str(i) in problems]
 
     def _booked(self, payment_id: UUID) -> BookedPayment | None:
         """The payment as its own events record it."""
@@ -132,6 +158,24 @@ class Reconciler:
         self.settled[signature] = payment_id
         while len(self.settled) > REMEMBERED:
             self.settled.popitem(last=False)
+
+
+class _Recent:
+    """The Received notifications and submitted signatures of a pass's current and previous batch of notifications,
+    by payment: what a Confirmed among them is checked with, without reading its payment's events again."""
+
+    def __init__(self) -> None:
+        self.received: dict[str, Any] = {}
+        self.submitted: dict[str, str | None] = {}
+        self._previous: tuple[dict[str, Any], dict[str, str | None]] = ({}, {})
+
+    def next_batch(self) -> None:
+        """Forget what is two batches old: a payment never settled leaves nothing behind for long."""
+        for kept, older in zip((self.received, self.submitted), self._previous, strict=True):
+            for key in older:
+                if kept.get(key) is older[key]:
+                    del kept[key]
+        self._previous = (dict(self.received), dict(self.submitted))
 
 
 def _signed_by(landed: dict[str, Any] | None, address: str) -> bool:

@@ -9,7 +9,7 @@ from the Payments store (topic and recorded state), so payments recorded by any 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +22,8 @@ from interfaces.audit.history import plain_state
 
 PAYMENT = "domain.payment:Payment."
 BATCH = 500
+BATCH_CALLS = 100  # JSON-RPC calls per HTTP request: ~20 KB of getTransaction, under a validator's 50 KiB body limit
+TRANSACTION_CONFIG = {"encoding": "json", "commitment": "confirmed", "maxSupportedTransactionVersion": 0}
 
 
 class RpcUnavailable(Exception):
@@ -65,8 +67,35 @@ class JsonRpc:
         return body.get("result")
 
     def transaction(self, signature: str) -> dict[str, Any] | None:
-        return self.call("getTransaction", signature, {"encoding": "json", "commitment": "confirmed",
-                                                       "maxSupportedTransactionVersion": 0})
+        return self.call("getTransaction", signature, TRANSACTION_CONFIG)
+
+    def transactions(self, signatures: Sequence[str]) -> list[dict[str, Any] | None]:
+        """`getTransaction` of each signature, in order, `BATCH_CALLS` to one HTTP request (a JSON-RPC batch): the
+        request's own cost on both sides, most of a lookup's, is paid once per batch. An endpoint that answers a
+        batch with anything but one answer per call is asked one call at a time."""
+        found: list[dict[str, Any] | None] = []
+        for start in range(0, len(signatures), BATCH_CALLS):
+            chunk = signatures[start:start + BATCH_CALLS]
+            answers = self._batch([{"jsonrpc": "2.0", "id": i, "method": "getTransaction",
+                                    "params": [signature, TRANSACTION_CONFIG]} for i, signature in enumerate(chunk)])
+            found += [self.transaction(signature) for signature in chunk] if answers is None else answers
+        return found
+
+    def _batch(self, calls: list[dict[str, Any]]) -> list[Any] | None:
+        """The results of a JSON-RPC batch by call, or None when the answer is not one result or error per call."""
+        try:
+            body = self._client.post(self._url, json=calls).json()
+        except (httpx.HTTPError, ValueError) as down:
+            raise RpcUnavailable(f"{self._url}: {down}") from None
+        if not isinstance(body, list) or len(body) != len(calls):
+            return None
+        by_id = {answer.get("id"): answer for answer in body if isinstance(answer, dict)}
+        if set(by_id) != {call["id"] for call in calls}:
+            return None
+        for answer in by_id.values():
+            if "error" in answer:
+                raise RpcUnavailable(f"{self._url} {calls[0]['method']}: {answer['error']}")
+        return [by_id[call["id"]].get("result") for call in calls]
 
     def signatures_for(self, address: str, until: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
         """`getSignaturesForAddress`: the address's transactions newest first, back to (not including) `until`."""

@@ -4,7 +4,13 @@ never had; each mismatch is an event, counted in /metrics and shown on /readyz (
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import httpx
 import pytest
+from eventsourcing.persistence import StoredEvent
 from falcon import testing
 from solders.keypair import Keypair
 from solders.message import to_bytes_versioned
@@ -98,3 +104,47 @@ def test_a_fresh_reconciler_resumes_where_the_books_say_it_stopped(reconciled):
     assert [m["signature"] for m in again.run_once()] == [transfer]
     assert gateway.post("/settle", gateway.body(amount=USDC // 50)).status_code == 200
     assert again.run_once() == []  # a settled payment's transaction is booked
+
+
+def test_a_pass_looks_up_its_confirmed_payments_transactions_in_one_request(reconciled, monkeypatch):
+    gateway = reconciled
+    for amount in (USDC // 40, USDC // 80, USDC // 160):
+        assert gateway.post("/settle", gateway.body(amount=amount)).json["success"]
+    requests: list[Any] = []
+    post = httpx.Client.post
+
+    def counted(client, url, *args, **kwargs):
+        body = kwargs.get("json")
+        requests.append([c["method"] for c in body] if isinstance(body, list) else body["method"])
+        return post(client, url, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.Client, "post", counted)
+    assert reconciler(gateway.container).run_once() == []
+    # The five CONFIRMED payments' getTransaction in one JSON-RPC batch (one HTTP request each was five); then each
+    # fee payer's history, and a transaction of it no payment recorded (its funding) looked up alone.
+    assert requests[0] == ["getTransaction"] * 5
+    assert "getSignaturesForAddress" in requests and not any(isinstance(r, list) for r in requests[1:])
+
+
+def test_a_pass_checks_its_payments_from_the_events_it_reads_and_reads_an_earlier_ones_own(reconciled, monkeypatch):
+    gateway = reconciled
+    books = reconciler(gateway.container)
+    reads: list[Any] = []
+    select_events = books.payments.recorder.select_events  # the reconciler's own reader of the payments store
+    monkeypatch.setattr(books.payments.recorder, "select_events",
+                        lambda *args, **kwargs: (reads.append(args[0]), select_events(*args, **kwargs))[1])
+    assert books.run_once() == []
+    assert reads == []  # each settled payment's Received and broadcast were in the pass's own notifications
+
+    # A payment whose broadcast an earlier pass read, confirmed after it: its events are read for its check.
+    never = str(Keypair().sign_message(b"confirmed later"))
+    forged = forge_confirmed(gateway, signature=never, amount=USDC, pay_to=str(gateway.pay_to.pubkey()),
+                             confirmed=False)
+    assert books.run_once() == []
+    app = gateway.container.payments
+    app.recorder.insert_events([StoredEvent(
+        originator_id=UUID(forged), originator_version=4, topic="domain.payment:Payment.Confirmed",
+        state=app.mapper.transcoder.encode({"signature": never, "timestamp": datetime.now(UTC)}))])
+    found = books.run_once()
+    assert [(m["kind"], m["payment_id"]) for m in found] == [("confirmed_not_on_chain", forged)]
+    assert reads == [UUID(forged)]
