@@ -111,7 +111,7 @@ class SupportedResource:
                                                        if client.scope is not None else ""))
             networks = [n for n in networks if any(r.network == n for r in routes)]
         elif client.scope is not None:  # a scoped key: only its service's kinds
-            networks = [n for n in networks if any(r.network == n for r in client.scope.routes)]
+            networks = client.scope.networks(networks)
         resp.media = {
             "kinds": [
                 {"x402Version": X402_VERSION, "scheme": SCHEME_EXACT, "network": n,
