@@ -55,6 +55,12 @@ class ServiceScope:
         normalized = normalize_path(path if path.startswith("/") else "/" + path)
         return [r for r in self.routes if matches("*", r.path, "GET", normalized)]
 
+    def terms_for(self, path: str | None) -> Sequence[Route | ToolPrice]:
+        """What the service charges at `path` (`/supported?service=&path=`): the routes matching it, and, at the
+        service's endpoint itself (`/`, or no path), its priced tools."""
+        at_endpoint = path is None or normalize_path(path if path.startswith("/") else "/" + path) == "/"
+        return [*self.routes_for(path), *(self.tools if at_endpoint else ())]
+
     def networks(self, served: Iterable[str], priced: Sequence[Route | ToolPrice] | None = None) -> list[str]:
         """The networks of `served` that the service's routes and tools (or those `priced`) charge on."""
         every: Sequence[Route | ToolPrice] = [*self.routes, *self.tools] if priced is None else priced

@@ -192,6 +192,37 @@ def test_supported_answers_a_scoped_key_the_kinds_of_its_mcp_services_priced_too
 
 
 @STORES
+def test_supported_for_an_mcp_service_answers_the_kinds_of_its_priced_tools(gateway):
+    """`GET /supported?service=<slug>` of an mcp service: its priced tools' kinds, as an HTTP service's routes'."""
+    service = mcp_service(gateway)
+    empty = gateway.container.proxies.create_service("acme", "No tools", "localhost", port=8082, kind="mcp")
+    _, weather_key = scoped_key(gateway, str(service.id))
+    _, empty_key = scoped_key(gateway, str(empty.id))
+
+    def kinds(headers: dict[str, str], **params: str) -> list[tuple[str, dict[str, Any]]]:
+        answer = gateway.client.simulate_get("/supported", params=params, headers=headers)
+        assert answer.status_code == 200, answer.json
+        assert answer.json["signers"] == {"solana:*": [gateway.fee_payer]}
+        return [(k["x402Version"], k["scheme"], k["network"], k["extra"]) for k in answer.json["kinds"]]
+
+    expected = [(2, "exact", DEVNET.caip2, {"feePayer": gateway.fee_payer})]
+    for headers in (gateway.headers, weather_key):  # the merchant's key, and the key scoped to the service
+        assert kinds(headers, service=service.slug) == expected
+        assert kinds(headers, service=service.slug.upper(), path="/") == expected  # the tools are at its endpoint
+    for params, headers in (({"service": empty.slug}, gateway.headers),  # no priced tool
+                            ({"service": service.slug, "path": "/weather"}, gateway.headers),  # not the endpoint
+                            ({"service": service.slug}, empty_key)):  # another service than the key's
+        refused = gateway.client.simulate_get("/supported", params=params, headers=headers)
+        assert refused.status_code == 400 and refused.json["error"] == "unknown_service", params
+    gateway.container.proxies.price_tool("acme", str(empty.id), name="ping", price=PRICE,
+                                         pay_to=str(gateway.pay_to.pubkey()))
+    assert kinds(gateway.headers, service=empty.slug) == expected
+    gateway.container.proxies.unprice_tool("acme", str(empty.id), "ping")
+    refused = gateway.client.simulate_get("/supported", params={"service": empty.slug}, headers=gateway.headers)
+    assert refused.status_code == 400 and refused.json["error"] == "unknown_service"
+
+
+@STORES
 def test_the_service_scopes_rebuilt_from_the_events_equal_the_live_ones(gateway, monkeypatch, capsys):
     service = mcp_service(gateway)
     proxies = gateway.container.proxies

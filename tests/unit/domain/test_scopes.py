@@ -121,6 +121,8 @@ def test_anything_else_is_refused_to_a_key_scoped_to_an_mcp_service(url, tool, a
     assert not TOOLS.allows(calling(url, tool), terms(amount))
 
 
-def test_supported_answers_the_networks_of_the_priced_tools():
+def test_supported_answers_the_tools_at_the_services_endpoint():
+    assert TOOLS.terms_for(None) == [WEATHER_TOOL, QUOTE_TOOL] == TOOLS.terms_for("/")
+    assert TOOLS.terms_for("/weather") == []
     assert TOOLS.networks([DEVNET.caip2, "solana:other"]) == [DEVNET.caip2]
-    assert TOOLS.priced == "priced tools" and SCOPE.priced == "routes"
+    assert SCOPE.terms_for("weather/x") == [WEATHER] and TOOLS.priced == "priced tools" and SCOPE.priced == "routes"
