@@ -73,11 +73,11 @@ def check_request(client: Client, payload: PaymentPayload, requirements: Require
 
 
 def check_scope(client: Client, payload: PaymentPayload, terms: Requirements) -> None:
-    """A key scoped to a proxy service pays only for what one of that service's routes charges
-    (domain/scopes.py): other terms are refused before any payment is recorded."""
+    """A key scoped to a proxy service pays only for what one of that service's routes, or an `mcp` service's priced
+    tools, charges (domain/scopes.py): other terms are refused before any payment is recorded."""
     scope = client.scope
     if scope is not None and not scope.allows(payload, terms):
         raise PaymentRuleError(Code.INVALID_PAYMENT_REQUIREMENTS,
-                               f"this API key is scoped to the service {scope.slug}, and none of its routes charges "
-                               f"{terms.amount} of {terms.asset} on {terms.network} to {terms.pay_to}"
+                               f"this API key is scoped to the service {scope.slug}, and none of its {scope.priced} "
+                               f"charges {terms.amount} of {terms.asset} on {terms.network} to {terms.pay_to}"
                                + (" for this resource" if payload.resource else ""))

@@ -17,7 +17,7 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Transcoding
 from eventsourcing.system import Leader
 
-from domain.mcp_tools import KIND_MCP, ToolPrice, check_kind
+from domain.mcp_tools import KIND_MCP, ToolPrice, check_kind, listed_terms
 from domain.merchant import Merchant
 from domain.networks import SCHEME_EXACT, network
 from domain.proxy_service import (
@@ -211,11 +211,16 @@ class ProxyServices(Leader[uuid.UUID]):
     # -- an mcp service's tools ------------------------------------------------------------------------------
 
     def price_tool(self, merchant: str, service_id: str, *, name: str, price: int, pay_to: str,
-                   network_id: str | None = None, asset: str | None = None, **terms: Any) -> ToolPrice:
+                   network_id: str | None = None, asset: str | None = None,
+                   listed: Iterable[Mapping[str, Any]] | None = None, **terms: Any) -> ToolPrice:
         """Price a tool of an `mcp` service by name (terms: `description`, `max_timeout_seconds`,
-        `input_schema`); pricing a priced tool again replaces its price."""
+        `input_schema`); pricing a priced tool again replaces its price. `listed`: the tools the service's MCP
+        server lists (`tools/list`; None when it was not asked): the tool must be one of them, and its description
+        (its first 500 characters) and input schema are the price's unless `terms` give them."""
         service = self.get_service(merchant, service_id)
         chosen_network, chosen_asset = self._capability(merchant, network_id, asset)
+        if listed is not None:
+            terms = {**listed_terms(listed, name), **terms}
         tool = ToolPrice.checked(name=name, price=price, network=chosen_network, asset=chosen_asset, pay_to=pay_to,
                                  **terms)
         service.price_tool(tool)

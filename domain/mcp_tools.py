@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +20,10 @@ KINDS = (KIND_HTTP, KIND_MCP)
 # The MCP specification's tool name rule (revision 2025-11-25, "Tool names"): 1 to 128 of A-Z a-z 0-9 _ - .
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 MAX_SCHEMA_BYTES = 8192
+
+
+class ToolNotPricedError(ProxyServiceError):
+    """No priced tool of that name on the service (unpricing it is unpricing nothing)."""
 
 
 def check_kind(kind: str) -> str:
@@ -68,6 +73,17 @@ class ToolPrice:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def listed_terms(listed: Iterable[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """A price's terms from the tool as the MCP server lists it (`tools/list`): its description (the first 500
+    characters) and input schema, for the catalog. A tool the server does not list is refused."""
+    tool = next((t for t in listed if t.get("name") == name), None)
+    if tool is None:
+        raise ProxyServiceError(f"the MCP server lists no tool {name}", field="tool")
+    schema = tool.get("inputSchema")
+    return {"description": str(tool.get("description") or "")[:500],
+            **({"input_schema": schema} if isinstance(schema, dict) else {})}
 
 
 def tool_via(service_id: str, tool: str) -> str:

@@ -16,7 +16,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.mcp_tools import KIND_HTTP, KIND_MCP, ToolPrice
+from domain.mcp_tools import KIND_HTTP, KIND_MCP, ToolNotPricedError, ToolPrice
 from domain.merchant import merchant_id
 from domain.proxy_values import (
     DEFAULT_BODY_LIMIT,
@@ -245,7 +245,7 @@ class ProxyService(Aggregate):
     def unprice_tool(self, name: str) -> None:
         self._alive()
         if name not in self.tools:
-            raise ProxyServiceError(f"no priced tool {name}", field="tool")
+            raise ToolNotPricedError(f"no priced tool {name}", field="tool")
         self._unprice_tool(name=name)
 
     @event(ToolUnpriced)

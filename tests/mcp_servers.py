@@ -109,7 +109,8 @@ class OwnPaidServer:
     logic is x402's framework-neutral `create_payment_wrapper_sync` (handler `(args, extra)`, the request's
     `_meta` in `extra`), bridged to an `MCPServer` tool in a few lines here."""
 
-    def __init__(self, facilitator_url: str, api_key: str, network: str, pay_to: str, price: int) -> None:
+    def __init__(self, facilitator_url: str, api_key: str, network: str, pay_to: str, price: int,
+                 port: int | None = None) -> None:
         from x402 import x402ResourceServerSync
         from x402.extensions.bazaar import DeclareMcpDiscoveryConfig, declare_mcp_discovery_extension
         from x402.http import HTTPFacilitatorClientSync
@@ -125,7 +126,7 @@ class OwnPaidServer:
         resource_server.initialize()
         accepts = resource_server.build_payment_requirements(ResourceConfig(
             scheme="exact", pay_to=pay_to, price=f"${price / 1_000_000}", network=network))
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         schema = {"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]}
         paid = create_payment_wrapper_sync(resource_server, SyncPaymentWrapperConfig(

@@ -11,24 +11,10 @@ import argparse
 import json
 from typing import Any
 
-from domain.mcp_tools import ToolPrice
-from domain.money import AmountError, is_usdc, parse_usdc, usdc
+from domain.money import AmountError, parse_usdc
 from domain.proxy_service import ProxyServiceError
 from interfaces.cli import context
-
-
-def tool_json(tool: ToolPrice) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "name": tool.name, "price": str(tool.price),
-        "priceUsdc": usdc(tool.price, grouped=False) if is_usdc(tool.network, tool.asset) else None,
-        "network": tool.network, "asset": tool.asset, "payTo": tool.pay_to,
-        "maxTimeoutSeconds": tool.max_timeout_seconds,
-    }
-    if tool.description:
-        body["description"] = tool.description
-    if tool.input_schema is not None:
-        body["inputSchema"] = tool.input_schema
-    return body
+from interfaces.http.console.representation import tool_json
 
 
 def _container(args: argparse.Namespace) -> Any:
@@ -68,18 +54,11 @@ def tool_price(args: argparse.Namespace) -> int:
     except AmountError as bad:
         raise ProxyServiceError(str(bad), field="price") from None
     terms: dict[str, Any] = {"max_timeout_seconds": args.max_timeout_seconds}
-    if not args.no_upstream:
-        listed = next((t for t in _upstream(c, args.merchant, args.service) if t["name"] == args.name), None)
-        if listed is None:
-            raise ProxyServiceError(f"the MCP server lists no tool {args.name} (--no-upstream prices it anyway)",
-                                    field="tool")
-        terms["description"] = str(listed.get("description") or "")[:500]
-        if isinstance(listed.get("inputSchema"), dict):
-            terms["input_schema"] = listed["inputSchema"]
     if args.description is not None:
         terms["description"] = args.description
+    listed = None if args.no_upstream else _upstream(c, args.merchant, args.service)  # --no-upstream: not asked
     tool = c.proxies.price_tool(args.merchant, args.service, name=args.name, price=price, pay_to=args.pay_to,
-                                network_id=args.network, asset=args.asset, **terms)
+                                network_id=args.network, asset=args.asset, listed=listed, **terms)
     print(json.dumps(tool_json(tool), indent=2))
     return 0
 

@@ -20,6 +20,7 @@ import requests
 from solana.rpc.api import Client
 
 from tests.e2e.test_stack import PRICE, payer_keypair, usdc_balance
+from tests.faults import free_port
 from tests.mcp_servers import OwnPaidServer, SessionAdapter, Upstream, run, serving
 
 pytestmark = pytest.mark.slow
@@ -190,3 +191,31 @@ def test_a_merchants_own_paid_mcp_server_settles_with_paywarden_as_its_facilitat
     [listed] = listed_tools(stack, "premium quote", own.url, first_limit=61)
     assert (listed.type, listed.resource) == ("mcp", own.url)
     assert listed.accepts[0]["outputSchema"]["input"]["toolName"] == "premium_quote"
+
+
+def test_the_merchants_own_paid_mcp_server_settles_with_a_key_scoped_to_its_mcp_service(stack):
+    """The same server registered as an mcp service with its tool priced, its facilitator key scoped to that
+    service (`key create --service`): the key's /supported lists the tool's kind and the payment settles."""
+    port = free_port()
+    service = cli(stack, "service", "create", "--merchant", "sandbox", "--name", "Own quotes", "--domain",
+                  "localhost", "--port", str(port), "--path-suffix", "/mcp", "--kind", "mcp")
+    cli(stack, "tool", "price", "premium_quote", "--merchant", "sandbox", "--service", service["id"], "--price",
+        str(PRICE), "--pay-to", stack["pay_to"], "--no-upstream")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
+    env["PAYWARDEN_DATA_DIR"] = str(stack.data_dir)
+    created = subprocess.run([stack.process.args[0], "key", "create", "--merchant", "sandbox", "--env", "test",
+                              "--service", service["slug"]], env=env, capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    scoped_key = created.stdout.strip().splitlines()[-1]
+    own = OwnPaidServer(stack["base_url"], scoped_key, stack["network"], stack["pay_to"], PRICE, port=port)
+    rpc = Client(stack["rpc_url"])
+    before = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
+
+    async def story(session: Any) -> Any:
+        return await paying_client(stack, session).call_tool("premium_quote", {"symbol": "ACME"})
+
+    with serving(own.app, own.port):
+        paid = run(in_session(own.url, story))
+    assert paid.is_error is False and paid.content[0]["text"] == "ACME: 42.00", paid.content
+    assert paid.payment_response.success is True
+    assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE

@@ -44,6 +44,9 @@ def test_a_merchant_prices_an_mcp_servers_tool_from_the_pages(gateway):
         refused = post(client, f"/services/{service_id}/tools", {"csrf_token": csrf, "tool": "get_weather",
                                                                  "price": "0.0000001", "pay_to": pay_to}, cookie)
         assert refused.status_code == 400 and 'id="e-price"' in refused.text
+        unlisted = post(client, f"/services/{service_id}/tools", {"csrf_token": csrf, "tool": "nope",
+                                                                  "price": "0.01", "pay_to": pay_to}, cookie)
+        assert unlisted.status_code == 400 and "the MCP server lists no tool nope" in unlisted.text
         priced = post(client, f"/services/{service_id}/tools", {"csrf_token": csrf, "tool": "get_weather",
                                                                 "price": "0.01", "pay_to": pay_to}, cookie)
         assert priced.status_code == 303

@@ -1,7 +1,7 @@
 """Read models of the shape an earlier release wrote, opened by this release: rebuilt from the event store, nothing
 lost, before the process reads them; on SQLite and PostgreSQL. The accounts view before the console's read model
 was merged into it (no labels or times, key scopes in a table of their own); the service scopes before each route
-was kept whole (its terms in columns of their own)."""
+was kept whole (its terms in columns of their own), and before they kept the services' kind and priced tools."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from interfaces.wiring import api_collaborators
 from projections.reshape import columns
 from tests.conftest import STORES
 from tests.integration.test_scoped_keys import weather_service
+from tests.integration.test_scoped_keys_mcp import mcp_service
 
 EARLIER_SHAPE = (
     "CREATE TABLE accounts_merchants (merchant_id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, "
@@ -78,6 +79,7 @@ def test_a_service_scopes_view_of_the_earlier_shape_is_rebuilt_from_the_events_w
                   "position BIGINT NOT NULL, method TEXT NOT NULL, path TEXT NOT NULL, price TEXT NOT NULL, "
                   "network TEXT NOT NULL, asset TEXT NOT NULL, pay_to TEXT NOT NULL, PRIMARY KEY (service_id, "
                   "route_id))")
+        earlier_services(c)
 
     upgraded = build(gateway.container.config, sandbox=gateway.sandbox)
     try:
@@ -129,5 +131,31 @@ def test_a_catalog_of_the_release_before_declared_listings_is_rebuilt_and_serves
         assert item["metadata"]["title"] == INFO["title"]  # the owner's declaration, not the forged title
         [catalog] = [c for c in rebuild_all(upgraded, check=True) if c.name == "catalog"]
         assert catalog.differences == []  # what `audit rebuild --check` compares
+    finally:
+        upgraded.close()
+
+
+def earlier_services(cursor) -> None:
+    """The services table of the shapes before kinds (no `kind` column), and no tools table."""
+    cursor.execute("DROP TABLE service_scopes_services")
+    cursor.execute("DROP TABLE service_scopes_tools")
+    cursor.execute("CREATE TABLE service_scopes_services (service_id TEXT PRIMARY KEY, merchant TEXT NOT NULL, "
+                   "slug TEXT NOT NULL, path_suffix TEXT NOT NULL, deleted BOOLEAN NOT NULL)")
+
+
+@STORES
+def test_a_service_scopes_view_without_kinds_and_tools_is_rebuilt_with_the_priced_tools(gateway):
+    weather, tools = weather_service(gateway), mcp_service(gateway, port=8081)
+    view = gateway.container.service_scopes
+    before = view.get_scope(str(weather.id)), view.get_scope(str(tools.id))
+    assert [t.name for t in before[1].tools] == ["get_weather", "get_forecast"] and before[1].kind == "mcp"
+    with view.datastore.transaction(commit=True) as c:
+        earlier_services(c)
+
+    upgraded = build(gateway.container.config, sandbox=gateway.sandbox)
+    try:
+        assert "kind" in columns(upgraded.service_scopes, "service_scopes_services")
+        assert (upgraded.service_scopes.get_scope(str(weather.id)),
+                upgraded.service_scopes.get_scope(str(tools.id))) == before  # routes and priced tools again
     finally:
         upgraded.close()

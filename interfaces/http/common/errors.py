@@ -26,6 +26,7 @@ from application.webhooks import WebhookNotFoundError
 from domain.codes import Code
 from domain.errors import DomainError, PaymentRuleError, PaymentStateError
 from domain.listing import ListingOwnershipError
+from domain.mcp_tools import ToolNotPricedError
 from domain.merchant import MerchantConflictError, UnknownObjectError
 from domain.proxy_service import ProxyServiceConflictError
 from domain.routes import RoutePatternError
@@ -63,7 +64,8 @@ def refusal(ex: DomainError) -> Refusal:
         status = falcon.HTTP_404 if isinstance(ex, WebhookNotFoundError) else \
             falcon.HTTP_409 if ex.code in LIMIT_CODES else falcon.HTTP_400
         return Refusal(status, ex.code, ex.message, field)
-    if isinstance(ex, UnknownObjectError | MerchantNotFoundError | ServiceNotFoundError) or field == "routeId":
+    if isinstance(ex, UnknownObjectError | MerchantNotFoundError | ServiceNotFoundError | ToolNotPricedError) or \
+            field == "routeId":
         return Refusal(falcon.HTTP_404, "not_found", message)
     if isinstance(ex, DomainNotVerifiedError):
         return Refusal(falcon.HTTP_409, "domain_not_verified", message, field)

@@ -17,6 +17,7 @@ from interfaces.http.console import (
     service_pages,
     services,
     tool_pages,
+    tools_api,
     webhooks,
 )
 from interfaces.http.console.collaborators import (
@@ -28,6 +29,7 @@ from interfaces.http.console.collaborators import (
     Passwords,
     PaymentViews,
     ServicePages,
+    ServiceTools,
     volume_of,
 )
 from interfaces.http.console.security import SessionMiddleware
@@ -57,6 +59,7 @@ def create_app(c: Collaborators) -> falcon.App:
     service_parts = ServicePages(c.proxies, c.accounts, c.proxy_url, c.sandbox, c.sandbox_wallet, c.mcp_tools)
     api.add_routes(app, login, account, catalog)
     services.add_routes(app, c.proxies, c.proxy_url)
+    tools_api.add_routes(app, ServiceTools(c.proxies, c.mcp_tools))
     pages.add_routes(app, login, account, catalog, passwords=Passwords(c.merchants, c.sessions), proxies=c.proxies,
                      overview=Overview(c.payment_list, c.accounts, volume_of(c), c.fee_payers, c.books))
     webhooks.add_routes(app, c.webhooks, pages.templates(), sandbox=c.sandbox)

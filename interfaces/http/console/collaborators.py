@@ -129,6 +129,15 @@ class ServicePages:
     mcp_tools: Callable[[ProxyService], list[dict[str, Any]]] | None
 
 
+@dataclass(frozen=True)
+class ServiceTools:
+    """The JSON API of an mcp service's tool prices (tools_api.py): the services' commands, and the MCP servers'
+    `tools/list`."""
+
+    proxies: ProxyServices
+    mcp_tools: Callable[[ProxyService], list[dict[str, Any]]] | None
+
+
 class Resource(Generic[C]):
     """Base of the console's resources: each answers from what it is built with (`C`, its group's part of the
     collaborators), at its `route`."""

@@ -1,9 +1,11 @@
-"""Services and routes as the console API and the CLI show them (the upstream credential only as "set")."""
+"""Services, routes and priced tools as the console API and the CLI show them (the upstream credential only as
+"set")."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from domain.mcp_tools import ToolPrice
 from domain.money import is_usdc, usdc
 from domain.proxy_service import ProxyService, Route
 
@@ -40,4 +42,18 @@ def route_json(route: Route) -> dict[str, Any]:
         body["mimeType"] = route.mime_type
     if route.bazaar:
         body["bazaar"] = route.bazaar
+    return body
+
+
+def tool_json(tool: ToolPrice) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": tool.name, "price": str(tool.price),
+        "priceUsdc": usdc(tool.price, grouped=False) if is_usdc(tool.network, tool.asset) else None,
+        "network": tool.network, "asset": tool.asset, "payTo": tool.pay_to,
+        "maxTimeoutSeconds": tool.max_timeout_seconds,
+    }
+    if tool.description:
+        body["description"] = tool.description
+    if tool.input_schema is not None:
+        body["inputSchema"] = tool.input_schema
     return body

@@ -50,9 +50,9 @@ class NewServiceSchema(ServiceSchema):
             raise ValidationError("a service needs a name", "name")
 
 
-class RouteSchema(Schema):
-    method = fields.String(load_default="GET", validate=validate.Length(1, 7))
-    path = fields.String(required=True, validate=validate.Length(1, 512))
+class PricedSchema(Schema):
+    """What a route and a tool are priced with (tools_api.py prices tools with the same fields)."""
+
     # The price in USDC ("0.007", at most 6 decimals) or, as before, in atomic units ("7000"): exactly one.
     priceUsdc = fields.String(validate=validate.Length(1, 40))  # noqa: N815 - the wire name
     price = fields.String(validate=validate.Regexp(r"^[1-9][0-9]{0,15}$", error="a whole number of atomic units"))
@@ -60,12 +60,7 @@ class RouteSchema(Schema):
     network = fields.String(validate=validate.Length(1, 100))
     asset = fields.String(validate=validate.Length(32, 44))
     description = fields.String(validate=validate.Length(0, 500))
-    mimeType = fields.String(validate=validate.Length(0, 100))  # noqa: N815
     maxTimeoutSeconds = fields.Integer(validate=validate.Range(1, 3600))  # noqa: N815
-    settle = fields.String(validate=validate.OneOf(("after", "before")))
-    access = fields.String(validate=validate.OneOf(("per-request", "once-paid")))
-    accessSeconds = fields.Integer(allow_none=True)  # noqa: N815 - the wire name; checked by the route's rules
-    bazaar = fields.Dict()
 
     @validates_schema
     def _priced(self, data: dict[str, Any], **_: Any) -> None:
@@ -81,6 +76,16 @@ class RouteSchema(Schema):
     def _atomic(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
         data["price"] = parse_usdc(data.pop("priceUsdc")) if "priceUsdc" in data else int(data["price"])
         return data
+
+
+class RouteSchema(PricedSchema):
+    method = fields.String(load_default="GET", validate=validate.Length(1, 7))
+    path = fields.String(required=True, validate=validate.Length(1, 512))
+    mimeType = fields.String(validate=validate.Length(0, 100))  # noqa: N815
+    settle = fields.String(validate=validate.OneOf(("after", "before")))
+    access = fields.String(validate=validate.OneOf(("per-request", "once-paid")))
+    accessSeconds = fields.Integer(allow_none=True)  # noqa: N815 - the wire name; checked by the route's rules
+    bazaar = fields.Dict()
 
 
 class _Base:

@@ -41,22 +41,15 @@ class ToolsPage(_OneServicePage):
         form, merchant = form_of(req), self.merchant(req)
         try:
             service = self._proxies.get_service(merchant, service_id)
-            name = form.get("tool", "")
-            listed = next((t for t in (self._c.mcp_tools(service) if self._c.mcp_tools else [])
-                           if t.get("name") == name), None)
-            terms: dict[str, Any] = {}
-            if listed is not None:
-                terms["description"] = str(listed.get("description") or "")[:500]
-                if isinstance(listed.get("inputSchema"), dict):
-                    terms["input_schema"] = listed["inputSchema"]
-            if form.get("description"):
-                terms["description"] = form["description"]
+            listed = self._c.mcp_tools(service) if self._c.mcp_tools else None
+            terms = {"description": form["description"]} if form.get("description") else {}
             try:
                 price = parse_usdc(form.get("price", ""))
             except AmountError as refused:
                 raise ProxyServiceError(str(refused), field="price") from None
-            self._proxies.price_tool(merchant, service_id, name=name, price=price, pay_to=form.get("pay_to", ""),
-                                     network_id=form.get("network") or None, **terms)
+            self._proxies.price_tool(merchant, service_id, name=form.get("tool", ""), price=price,
+                                     pay_to=form.get("pay_to", ""), network_id=form.get("network") or None,
+                                     listed=listed, **terms)
         except ServiceNotFoundError:
             raise falcon.HTTPNotFound() from None
         except DomainError as failure:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import falcon
@@ -11,8 +12,10 @@ from application.outcomes import SettleOutcome
 from application.payments import Payments
 from domain.clients import Client
 from domain.codes import Code
+from domain.mcp_tools import ToolPrice
 from domain.networks import SCHEME_EXACT, X402_VERSION
 from domain.proxy_service import Route
+from domain.scopes import ServiceScope
 from domain.x402 import PaymentPayload, Requirements
 from interfaces.adapters.signers import KeypairFeePayers
 from interfaces.http.common.body import read_json
@@ -103,15 +106,15 @@ class SupportedResource:
         query = self._query.load(req.params)
         client = req.context.client
         networks = [n for n in self._served if any(c.network == n for c in client.capabilities)]
-        if "service" in query:  # the kinds of that (own) service's routes matching `path` (docs/proxy.md)
-            routes = self._routes(client, query["service"], query.get("path"))
-            if routes is None:
-                raise WireError("unknown_service", message="none of your services has this slug, or no route of it "
-                                "matches this path" + (f" (this key is scoped to {client.scope.slug})"
-                                                       if client.scope is not None else ""))
-            networks = [n for n in networks if any(r.network == n for r in routes)]
+        if "service" in query:  # the kinds of that (own) service's routes matching `path`, or of its priced tools
+            scope, priced = self._priced(client, query["service"], query.get("path"))
+            if scope is None or not priced:
+                scoped = f" (this key is scoped to {client.scope.slug})" if client.scope is not None else ""
+                raise WireError("unknown_service", message="none of your services has this slug, or none of its "
+                                f"routes or priced tools is at this path{scoped}")
+            networks = scope.networks(networks, priced)
         elif client.scope is not None:  # a scoped key: only its service's kinds
-            networks = [n for n in networks if any(r.network == n for r in client.scope.routes)]
+            networks = client.scope.networks(networks)
         resp.media = {
             "kinds": [
                 {"x402Version": X402_VERSION, "scheme": SCHEME_EXACT, "network": n,
@@ -122,15 +125,16 @@ class SupportedResource:
             "signers": _signers_by_family(networks, self._fee_payers),
         }
 
-    def _routes(self, client: Client, slug: str, path: str | None) -> list[Route] | None:
-        """The routes of the caller's service `slug` matching `path` (the service scopes read model)."""
+    def _priced(self, client: Client, slug: str,
+                path: str | None) -> tuple[ServiceScope | None, Sequence[Route | ToolPrice]]:
+        """The caller's service `slug` and what it charges at `path` (the service scopes read model)."""
         found = self._scopes.get_scope_by_slug(slug.lower()) if self._scopes is not None else None
         if found is None or found[0] != client.merchant:
-            return None
+            return None, ()
         scope = found[1]
         if client.scope is not None and client.scope.service_id != scope.service_id:
-            return None
-        return scope.routes_for(path) or None
+            return None, ()
+        return scope, scope.terms_for(path)
 
 
 def _signers_by_family(networks: list[str], fee_payers: KeypairFeePayers) -> dict[str, list[str]]:

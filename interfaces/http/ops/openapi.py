@@ -221,7 +221,9 @@ PARAMETERS = {
     "keys; a resource must carry every one (each listing carries `bazaar`, the extension it was registered by)",
     "query": "words to find (1-200 characters, at most 10 words of letters or digits; every word must match)",
     "cursor": "`pagination.cursor` of the previous page of the same search",
-    "service": "accepted for compatibility; no effect", "path": "accepted for compatibility; no effect",
+    "service": "the slug of one of your proxy services (your scoped key's own): only the kinds of its routes matching "
+               "`path`, or of an mcp service's priced tools; 400 `unknown_service` when it charges nothing there",
+    "path": "with `service`: the path its routes must match (an mcp service's priced tools are at `/`)",
 }
 
 

@@ -74,3 +74,22 @@ def test_a_service_with_priced_tools_is_not_deleted_and_its_kind_is_not_changed_
         loaded.choose_kind("http")
     app.unprice_tool("a", str(service.id), "t")
     app.delete_service("a", str(service.id))
+
+
+def test_a_price_takes_the_tool_as_its_mcp_server_lists_it(app):
+    """The one rule the CLI, the console's pages and its JSON API ask: the server must list the tool, and its
+    description (first 500 characters) and input schema are the price's unless given."""
+    service = app.create_service("a", "Tools", kind="mcp")
+    listed = [{"name": "get_weather", "description": "Weather " + "x" * 600, "inputSchema": SCHEMA},
+              {"name": "echo", "inputSchema": "not an object"}]
+    weather = app.price_tool("a", str(service.id), name="get_weather", price=1, pay_to=PAY_TO, listed=listed)
+    assert weather.description == ("Weather " + "x" * 600)[:500] and weather.input_schema == SCHEMA
+    own = app.price_tool("a", str(service.id), name="get_weather", price=1, pay_to=PAY_TO, listed=listed,
+                         description="Mine")
+    assert own.description == "Mine" and own.input_schema == SCHEMA
+    echo = app.price_tool("a", str(service.id), name="echo", price=1, pay_to=PAY_TO, listed=listed)
+    assert (echo.description, echo.input_schema) == ("", None)
+    with pytest.raises(ProxyServiceError, match="lists no tool nope") as refused:
+        app.price_tool("a", str(service.id), name="nope", price=1, pay_to=PAY_TO, listed=listed)
+    assert refused.value.field == "tool" and "nope" not in app.get_service("a", str(service.id)).tools
+    assert app.price_tool("a", str(service.id), name="nope", price=1, pay_to=PAY_TO).name == "nope"  # not asked

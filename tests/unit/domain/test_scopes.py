@@ -1,9 +1,11 @@
-"""What a key scoped to a proxy service may pay for: the terms of one of its routes, for a resource it routes."""
+"""What a key scoped to a proxy service may pay for: the terms of one of its routes, for a resource it routes, or of
+one of an MCP service's priced tools, for that tool."""
 
 from __future__ import annotations
 
 import pytest
 
+from domain.mcp_tools import ToolPrice
 from domain.networks import DEVNET
 from domain.proxy_service import Route
 from domain.scopes import ServiceScope, resource_paths
@@ -77,3 +79,50 @@ def test_resource_paths_are_relative_to_the_service():
     assert resource_paths(None, "weather", "v1") is None
     assert resource_paths({"url": "https://h/v1/a"}, "weather", "v1") == ["/v1/a", "/a"]
     assert resource_paths({"url": "https://h/weather/a/"}, "weather", "") == ["/weather/a", "/a"]
+
+    assert resource_paths({"url": "https://h/v1/a"}, "weather", "/v1") == ["/v1/a", "/a"]  # as a service keeps it
+
+
+WEATHER_TOOL = ToolPrice("get_weather", 10_000, DEVNET.caip2, DEVNET.usdc_mint, PAY_TO)
+QUOTE_TOOL = ToolPrice("quote", 30_000, DEVNET.caip2, DEVNET.usdc_mint, PAY_TO)
+TOOLS = ServiceScope("id", "weather", "/mcp", (), (WEATHER_TOOL, QUOTE_TOOL), "mcp")
+
+
+def calling(url: str | None = None, tool: str | None = None) -> PaymentPayload:
+    extensions = {"bazaar": {"info": {"input": {"type": "mcp", "toolName": tool}}}} if tool else {}
+    return PaymentPayload("tx", resource={"url": url} if url else None, extensions=extensions)
+
+
+@pytest.mark.parametrize(("url", "tool"), [
+    (None, None),  # the terms decide
+    ("https://proxy.paywarden.test/weather#get_weather", None),  # the gateway URL, the tool as its fragment
+    ("https://weather.test/mcp#get_weather", "get_weather"),  # the merchant's own endpoint
+    ("http://127.0.0.1:9000/mcp/#get_weather", None),  # the host is not compared
+    ("mcp://tool/get_weather", None),  # the x402 SDK's default resource of a tool
+    ("https://weather.test/mcp", "get_weather"),  # the endpoint naming no tool; the extension names it
+    (None, "get_weather"),
+])
+def test_a_priced_tools_terms_are_allowed_for_that_tool(url, tool):
+    assert TOOLS.allows(calling(url, tool), terms())
+
+
+@pytest.mark.parametrize(("url", "tool", "amount"), [
+    ("https://proxy.paywarden.test/weather#quote", None, 10_000),  # another tool's price
+    ("https://proxy.paywarden.test/weather#echo", None, 10_000),  # an unpriced tool
+    ("mcp://tool/echo", None, 10_000),
+    ("mcp://tool/", None, 10_000),
+    (None, "echo", 10_000),
+    ("https://weather.test/mcp#get_weather", "quote", 10_000),  # the extension names another tool
+    ("https://proxy.paywarden.test/quotes#get_weather", None, 10_000),  # another service's gateway URL
+    ("https://weather.test/mcp/admin#get_weather", None, 10_000),  # not the endpoint
+    ("https://proxy.paywarden.test/weather#get_weather", None, 20_000),  # another price
+])
+def test_anything_else_is_refused_to_a_key_scoped_to_an_mcp_service(url, tool, amount):
+    assert not TOOLS.allows(calling(url, tool), terms(amount))
+
+
+def test_supported_answers_the_tools_at_the_services_endpoint():
+    assert TOOLS.terms_for(None) == [WEATHER_TOOL, QUOTE_TOOL] == TOOLS.terms_for("/")
+    assert TOOLS.terms_for("/weather") == []
+    assert TOOLS.networks([DEVNET.caip2, "solana:other"]) == [DEVNET.caip2]
+    assert SCOPE.terms_for("weather/x") == [WEATHER] and TOOLS.priced == "priced tools" and SCOPE.priced == "routes"
