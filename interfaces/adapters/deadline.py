@@ -115,7 +115,7 @@ class _Watched:
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         _attach(self)
-        super().request(*args, **kwargs)  # type: ignore[misc]
+        super().request(*args, **kwargs)  # type: ignore[misc]  # likewise
 
 
 class WatchedHTTPConnection(_Watched, HTTPConnection):
