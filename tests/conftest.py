@@ -158,13 +158,12 @@ def decode(b64: str) -> bytes:
 
 
 @pytest.fixture
-def postgres_url(postgres_drops, schema_template):
+def postgres_url(postgres_drops, schema_copies):
     """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down), a copy
-    of the worker's `schema_template`: every store's schema made, no event; dropped after the test, in the
-    background (tests/services.py LaterDrops). A test about creating the schema takes `empty_postgres_url`."""
-    from tests.services import fresh_postgres_database
-
-    url = fresh_postgres_database(template=schema_template)
+    of the worker's `schema_template`: every store's schema made, no event; made while the tests before it ran
+    (tests/services.py ReadyCopies) and dropped after it in the background (LaterDrops). A test about creating
+    the schema takes `empty_postgres_url`."""
+    url = schema_copies.take()
     yield url
     postgres_drops.drop(url)
 
@@ -189,6 +188,18 @@ def schema_template(postgres_drops):
     url = database_with_schema()
     yield url.rsplit("/", 1)[1]
     postgres_drops.drop(url)
+
+
+@pytest.fixture(scope="session")
+def schema_copies(postgres_drops, schema_template):
+    """Copies of `schema_template` made ahead, one test's at a time (tests/services.py ReadyCopies); those left
+    at the end are dropped."""
+    from tests.services import ReadyCopies
+
+    copies = ReadyCopies(schema_template)
+    yield copies
+    for url in copies.finish():
+        postgres_drops.drop(url)
 
 
 @pytest.fixture(scope="session")

@@ -133,6 +133,43 @@ class LaterDrops:
 LATER = LaterDrops()
 
 
+class ReadyCopies:
+    """Copies of the database `template`, each made on a thread of its own while the tests before it run: `take()`
+    hands over one made ahead (at most two wait), so no test waits for its CREATE DATABASE. A copy the thread could
+    not make (the server down or full) is made by `take()` itself, which then skips or fails the test as
+    `fresh_postgres_database` does. `finish()` stops the thread and returns the URLs of the copies never taken."""
+
+    def __init__(self, template: str) -> None:
+        self._template = template
+        self._ready: queue.Queue[str | None] = queue.Queue(maxsize=1)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="copy-test-databases", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                url: str | None = fresh_postgres_database(template=self._template)
+            except BaseException:  # noqa: BLE001 - take() makes its copy itself, and reports why it cannot
+                url = None
+            self._ready.put(url)  # a failure too: the thread goes on, and take() never waits for nothing
+
+    def take(self) -> str:
+        return self._ready.get() or fresh_postgres_database(template=self._template)
+
+    def finish(self) -> list[str]:
+        self._stopping.set()
+        left = []
+        while self._thread.is_alive() or not self._ready.empty():
+            try:
+                url = self._ready.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if url:
+                left.append(url)
+        return left
+
+
 def clean_redis() -> str:
     import redis
 
