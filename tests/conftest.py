@@ -158,14 +158,48 @@ def decode(b64: str) -> bytes:
 
 
 @pytest.fixture
-def postgres_url(postgres_drops):
-    """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down); dropped
-    after the test, in the background (tests/services.py LaterDrops)."""
+def postgres_url(postgres_drops, schema_copies):
+    """A fresh PostgreSQL database for one test (fails under CI, skips elsewhere, when the server is down), a copy
+    of the worker's `schema_template`: every store's schema made, no event; made while the tests before it ran
+    (tests/services.py ReadyCopies) and dropped after it in the background (LaterDrops). A test about creating
+    the schema takes `empty_postgres_url`."""
+    url = schema_copies.take()
+    yield url
+    postgres_drops.drop(url)
+
+
+@pytest.fixture
+def empty_postgres_url(postgres_drops):
+    """A fresh, empty PostgreSQL database for one test whose claim is about creating the schema (processes racing
+    to create it, what a store that created its tables keeps open); dropped like `postgres_url`'s."""
     from tests.services import fresh_postgres_database
 
     url = fresh_postgres_database()
     yield url
     postgres_drops.drop(url)
+
+
+@pytest.fixture(scope="session")
+def schema_template(postgres_drops):
+    """The name of the worker's database that every store's schema was created in, by one build, once per session
+    and worker (tests/services.py `database_with_schema`); `postgres_url` copies it."""
+    from tests.services import database_with_schema
+
+    url = database_with_schema()
+    yield url.rsplit("/", 1)[1]
+    postgres_drops.drop(url)
+
+
+@pytest.fixture(scope="session")
+def schema_copies(postgres_drops, schema_template):
+    """Copies of `schema_template` made ahead, one test's at a time (tests/services.py ReadyCopies); those left
+    at the end are dropped."""
+    from tests.services import ReadyCopies
+
+    copies = ReadyCopies(schema_template)
+    yield copies
+    for url in copies.finish():
+        postgres_drops.drop(url)
 
 
 @pytest.fixture(scope="session")

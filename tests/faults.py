@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.services import POLL
+
 
 class _Ports:
     """Ports for the servers a test starts, from below the kernel's ephemeral range (32768 and up here), one block
@@ -246,7 +248,7 @@ class RpcProxy:
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
 
     def __enter__(self) -> RpcProxy:
         return self

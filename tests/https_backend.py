@@ -24,6 +24,8 @@ from typing import Any
 
 import trustme
 
+from tests.services import POLL
+
 
 @dataclass
 class Received:
@@ -164,7 +166,7 @@ def start_backend(ca: trustme.CA | None = None, host: str = "127.0.0.1", port: i
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
     backend = Backend(server, ca)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     return backend
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import standardwebhooks
 import trustme
 
+from tests.services import POLL
+
 
 @dataclass
 class Delivery:
@@ -102,7 +104,8 @@ def start_receiver(tmp_path: Path) -> tuple[Receiver, ThreadingHTTPServer]:
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
     holder["r"] = Receiver(f"https://localhost:{server.server_address[1]}/hooks/paywarden", str(ca_file))
-    threading.Thread(target=server.serve_forever, name="webhook-receiver", daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, name="webhook-receiver",
+                     daemon=True).start()
     return holder["r"], server
 
 

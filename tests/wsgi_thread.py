@@ -8,6 +8,8 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from tests.services import POLL
+
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
@@ -33,7 +35,7 @@ class WsgiThread:
     def __init__(self, app: Any) -> None:
         self._server = make_server("127.0.0.1", 0, app, server_class=_Server, handler_class=_Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True)
 
     def __enter__(self) -> WsgiThread:
         self._thread.start()

@@ -74,3 +74,10 @@ def stack(fresh_venv, tmp_path_factory):
     yield stack
     if stack.process.poll() is None:
         stack.stop()
+
+
+@pytest.fixture
+def postgres_url(empty_postgres_url):
+    """An empty database: a stack started on PostgreSQL creates its schema, its processes at once, as an operator's
+    first start does (tests/conftest.py's `postgres_url` copies one whose schema is made)."""
+    return empty_postgres_url

@@ -25,6 +25,7 @@ from interfaces.config import Config
 from interfaces.container import Container, build
 from tests.conftest import USDC
 from tests.faults import RpcProxy, free_port, wait_until
+from tests.services import SMALL_POOLS
 
 
 def children(pid: int) -> list[int]:
@@ -122,9 +123,9 @@ def production_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Produ
                "PAYWARDEN_REDIS_URL": redis_url, "PAYWARDEN_DEVNET_RPC_URL": rpc.url,
                "PAYWARDEN_FEE_PAYER_KEYPAIRS": str(keypair_path), "PAYWARDEN_DATA_DIR": str(tmp / "var"),
                "PAYWARDEN_CONFIRMATION_BUDGET_MS": "2000", "PAYWARDEN_LOCK_MARGIN_MS": "1000",
-               "PAYWARDEN_LOG_LEVEL": "warning"}
+               "PAYWARDEN_LOG_LEVEL": "warning", **SMALL_POOLS}
         config = Config(data_dir=tmp / "var", database_url=database_url, redis_url=redis_url,
-                        devnet_rpc_url=net.url, fee_payer_keypairs=(keypair_path,))
+                        devnet_rpc_url=net.url, fee_payer_keypairs=(keypair_path,), database_pool_max=2)
         container = build(config)
         stack = ProductionStack(net, rpc, container, env, "", tmp)
         stack.api_key = stack.key("acme")

@@ -21,7 +21,7 @@ from interfaces.wiring import api_collaborators, console_collaborators
 from tests.conftest import make_gateway
 from tests.dnsserver import TxtServer
 from tests.integration.console_helpers import PASSWORD, add_owner
-from tests.services import chromium
+from tests.services import POLL, chromium
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"
 EMAIL = "owner@acme.test"
@@ -29,7 +29,7 @@ EMAIL = "owner@acme.test"
 
 def serve(app) -> tuple[str, object]:
     httpd = make_server("127.0.0.1", 0, app, ThreadingServer, QuietHandler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     return f"http://127.0.0.1:{httpd.server_port}", httpd
 
 

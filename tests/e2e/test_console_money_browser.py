@@ -26,6 +26,7 @@ from tests.conftest import make_gateway
 from tests.e2e.test_console_browser import EMAIL, browser, log_in, serve, shot  # noqa: F401 - the browser fixture
 from tests.history import SERVICES, record_history
 from tests.integration.console_helpers import add_owner
+from tests.services import POLL
 
 # What the clients pay in the test, per service: (amount in atomic units, how many times)
 LIVE = {"api.acme.example/weather": (7_000, 3), "api.acme.example/news": (42_000, 1)}
@@ -59,7 +60,7 @@ def serve_closing(app) -> tuple[str, object]:
     from interfaces.sandbox.localnet import ThreadingServer
 
     httpd = make_server("127.0.0.1", 0, app, ThreadingServer, WSGIRequestHandler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     return f"http://127.0.0.1:{httpd.server_port}", httpd
 
 

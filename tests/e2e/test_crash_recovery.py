@@ -37,6 +37,7 @@ from interfaces.sandbox.exact_client import build_exact_payment, to_base64
 from interfaces.sandbox.localnet import LocalnetThread
 from tests.conftest import USDC, payment_key
 from tests.faults import RpcProxy, free_port, wait_until
+from tests.services import SMALL_POOLS
 
 pytestmark = pytest.mark.slow
 SETTLES = 40
@@ -133,9 +134,9 @@ def crash_stack(tmp: Path, production: bool) -> Iterator[Stack]:
                     "PAYWARDEN_FEE_PAYER_KEYPAIRS": str(keypair_path), "PAYWARDEN_DATA_DIR": str(tmp / "var"),
                     "PAYWARDEN_LOG_LEVEL": "warning", "PAYWARDEN_RATE_LIMIT_PER_KEY": "100000/minute"})
         if production:
-            env.update({"PAYWARDEN_DATABASE_URL": database_url, "PAYWARDEN_REDIS_URL": redis_url})
+            env.update({"PAYWARDEN_DATABASE_URL": database_url, "PAYWARDEN_REDIS_URL": redis_url, **SMALL_POOLS})
         config = Config(data_dir=tmp / "var", database_url=database_url, redis_url=redis_url,
-                        devnet_rpc_url=net.url, fee_payer_keypairs=(keypair_path,))
+                        devnet_rpc_url=net.url, fee_payer_keypairs=(keypair_path,), database_pool_max=2)
         stack = Stack(env, tmp, net, rpc, config, fee_payer=str(fee_payer.pubkey()))
         container = build(config)
         try:

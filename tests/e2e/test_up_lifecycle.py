@@ -25,13 +25,18 @@ from domain.exact import associated_token_address
 from domain.networks import Programs
 from tests.e2e.conftest import ROOT
 from tests.faults import free_port
+from tests.services import SMALL_POOLS
 
 pytestmark = pytest.mark.slow
 PAYWARDEN = Path(sys.executable).parent / "paywarden"  # the console script, as a newcomer runs it
 
 
 def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """`up`'s environment: none of the suite's PAYWARDEN_ settings, the data directory, `extra`; on PostgreSQL
+    small pools (tests/services.py SMALL_POOLS) unless `extra` names the size."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
+    if "PAYWARDEN_DATABASE_URL" in extra:
+        env.update(SMALL_POOLS)
     env.update(PAYWARDEN_DATA_DIR=str(data_dir), **extra)
     return env
 

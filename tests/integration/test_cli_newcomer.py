@@ -24,6 +24,7 @@ from interfaces.sandbox.chain import Sandbox
 from interfaces.wiring import api_collaborators
 from tests.conftest import make_gateway
 from tests.faults import free_port
+from tests.services import POLL
 
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN = {"--exit-with-parent"}  # internal: `paywarden serve` passes it to the projection worker it starts
@@ -156,7 +157,7 @@ def test_bench_against_an_unreachable_api_says_so_in_one_line(payer_file):
 def test_bench_against_an_unreachable_chain_says_so_in_one_line(payer_file, tmp_path):
     gateway = make_gateway(tmp_path / "gw", Sandbox())  # a real API over a sandbox chain, on a free port
     httpd = make_server("127.0.0.1", 0, create_app(api_collaborators(gateway.container)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     try:
         rpc = f"http://127.0.0.1:{free_port()}"
         line = one_line(paywarden("bench", "--base-url", f"http://127.0.0.1:{httpd.server_port}", "--api-key",

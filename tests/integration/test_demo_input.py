@@ -13,6 +13,7 @@ from falcon import testing
 from domain.networks import DEVNET
 from interfaces.sandbox.demo import create_demo_app
 from tests.conftest import make_gateway
+from tests.services import POLL
 
 
 class Quiet(WSGIRequestHandler):
@@ -24,7 +25,7 @@ class Quiet(WSGIRequestHandler):
 def demo(tmp_path, sandbox) -> testing.TestClient:
     gateway = make_gateway(tmp_path, sandbox)
     server: WSGIServer = make_server("127.0.0.1", 0, gateway.client.app, handler_class=Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True)
     thread.start()
     yield testing.TestClient(create_demo_app(f"http://127.0.0.1:{server.server_port}", gateway.api_key,
                                              DEVNET.caip2, DEVNET.usdc_mint, str(gateway.pay_to.pubkey())))

@@ -12,6 +12,7 @@ import trustme
 
 from interfaces.adapters.domain_checks import DnsHttpChallenges, PslSuffixes
 from tests.dnsserver import TxtServer
+from tests.services import POLL
 
 TOKEN = "tok-3n8Qk"
 PATH = "/.well-known/paywarden-challenge/" + TOKEN
@@ -39,7 +40,7 @@ def https(tmp_path):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("localhost").configure_cert(context)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     yield f"https://localhost:{server.server_address[1]}", str(ca_file)

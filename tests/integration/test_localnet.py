@@ -31,6 +31,7 @@ from interfaces.adapters.chain.litesvm import LiteSvmChain
 from interfaces.adapters.chain.rpc import RpcChain
 from interfaces.sandbox.localnet import LocalnetThread
 from tests.integration.test_litesvm_chain import USDC, Wallets, transfer_checked
+from tests.services import POLL
 
 
 @pytest.fixture
@@ -286,7 +287,7 @@ def test_rpc_chain_reports_an_unreachable_or_nonsensical_endpoint_as_unavailable
         return [b"<html>maintenance</html>"]
 
     server = make_server("127.0.0.1", 0, garbage)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     closed = make_server("127.0.0.1", 0, garbage)
     closed_url = f"http://127.0.0.1:{closed.server_port}"
     closed.server_close()

@@ -13,8 +13,9 @@ from interfaces.container import build_view
 from projections.payment_list import SqlitePaymentListView
 
 
-def test_a_store_that_created_its_tables_keeps_no_idle_connection(tmp_path: Path, postgres_url: str) -> None:
-    view = build_view(Config(data_dir=tmp_path, database_url=postgres_url), "payment_list", SqlitePaymentListView)
+def test_a_store_that_created_its_tables_keeps_no_idle_connection(tmp_path: Path, empty_postgres_url: str) -> None:
+    view = build_view(Config(data_dir=tmp_path, database_url=empty_postgres_url), "payment_list",
+                      SqlitePaymentListView)
     try:
         pool = view.datastore.pool
         assert pool.get_stats().get("pool_available", 0) == 0

@@ -21,6 +21,13 @@ from tests.conftest import Gateway, make_gateway
 pytestmark = pytest.mark.postgres
 
 
+@pytest.fixture
+def postgres_url(empty_postgres_url):
+    """An empty database: these tests are about the schema the stores create in one (tests/conftest.py's
+    `postgres_url` copies one whose schema is made)."""
+    return empty_postgres_url
+
+
 def tables(url: str) -> set[str]:
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()

@@ -14,6 +14,7 @@ from domain.webhook import WebhookError
 from interfaces.runtime.webhook_worker import DeliverySettings, DeliveryWorker, load_settings
 from interfaces.wiring import webhook_service
 from tests.conftest import make_gateway
+from tests.services import POLL
 
 SLOW_SECONDS = 3.0
 
@@ -47,7 +48,7 @@ def slow_receiver():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/hook", got
     server.shutdown()
     server.server_close()

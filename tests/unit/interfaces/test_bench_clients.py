@@ -11,13 +11,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from interfaces.bench.history import _queries
 from interfaces.cli.bench import Report, drive, run_clients
+from tests.services import POLL
 
 
 @contextmanager
 def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A local HTTP server answering with `handler`, on a thread, for the block: its base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:

@@ -13,6 +13,7 @@ import pytest
 
 from interfaces.cli.up import _wait_answer
 from interfaces.config import ConfigError
+from tests.services import POLL
 
 
 class _PaymentRequired(BaseHTTPRequestHandler):
@@ -26,7 +27,7 @@ class _PaymentRequired(BaseHTTPRequestHandler):
 
 def test_the_wait_returns_once_the_url_answers_the_expected_status():
     server = HTTPServer(("127.0.0.1", 0), _PaymentRequired)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True).start()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         started = time.monotonic()
