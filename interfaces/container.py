@@ -151,7 +151,7 @@ def with_collaborators(view_class: type[V], collaborators: dict[str, Any]) -> ty
     def __init__(self: V, *args: Any, **kwargs: Any) -> None:
         view_class.__init__(self, *args, **collaborators, **kwargs)
 
-    namespace = {"__init__": __init__, "__module__": view_class.__module__, "__qualname__": view_class.__qualname__}
+    namespace = {"__init__": __init__, "__module__": __name__, "__qualname__": view_class.__qualname__}  # made here
     return cast("type[V]", type(view_class.__name__, (view_class,), namespace))
 
 
