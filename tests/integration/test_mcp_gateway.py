@@ -125,9 +125,10 @@ def test_a_session_passes_through_and_a_priced_call_is_refused_in_a_batch(stack)
     assert batch.status_code == 200 and [e["id"] for e in batch.json()] == [3, "w"]
     assert {e["error"]["code"] for e in batch.json()} == {-32600}
     assert stack.upstream.calls == {"echo": 1}  # nothing of the batch was forwarded
-    # the server's own stream (GET) passes through, open as long as the server keeps it
+    # the server's own stream (GET) passes through, open as long as the server keeps it; its headers come at once,
+    # before the server's first event (this one sends nothing for 15 s): a 5 s read timeout would fail otherwise
     with requests.get(stack.url, headers={"Accept": "text/event-stream", "Mcp-Session-Id": session,
-                                          "MCP-Protocol-Version": "2025-11-25"}, stream=True, timeout=30) as stream:
+                                          "MCP-Protocol-Version": "2025-11-25"}, stream=True, timeout=5) as stream:
         assert (stream.status_code, stream.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")
     ended = requests.delete(stack.url, headers={"Mcp-Session-Id": session}, timeout=30)
     assert ended.status_code == 200

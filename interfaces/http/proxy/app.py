@@ -265,6 +265,7 @@ class ProxyApp:
 
     def _stream(self, x: Exchange, upstream: UpstreamAnswer) -> Iterator[bytes]:
         try:
+            yield b""  # the headers (PAYMENT-RESPONSE among them) go out now, not with the upstream's first bytes
             yield from upstream.body
         except UpstreamFailedError as broken:  # a streamed answer (`settle: before`) cut short after its headers
             metrics.upstream_error(x, broken.reason)

@@ -311,6 +311,7 @@ def _receipt(settlement: SettleOutcome) -> dict[str, Any]:
 def _stream(x: Any, upstream: OutboundResponse) -> Iterator[bytes]:
     sent = 0
     try:
+        yield b""  # the headers go out now, not with the first event (a GET stream may send none for a while)
         for chunk in upstream.stream():
             sent += len(chunk)
             yield chunk
