@@ -103,6 +103,19 @@ class SQLiteFactory(sqlite.SQLiteFactory):
         library.close()
 
 
+class WriteTransaction(sqlite.SQLiteTransaction):
+    """A write transaction takes the database's write lock when it begins (`BEGIN IMMEDIATE`), waiting for another
+    process's writer up to the lock timeout. Begun deferred, a transaction that reads before it writes pins a
+    snapshot, and its first write fails at once with "database is locked" when another process committed meanwhile
+    (SQLITE_BUSY_SNAPSHOT, to which no busy timeout applies): a CLI command beside `up` failed so while both brought
+    the same read model level."""
+
+    def __enter__(self) -> sqlite.SQLiteCursor:
+        cursor = self.connection.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        return cursor
+
+
 class LeanDatastore(sqlite.SQLiteDatastore):
     """eventsourcing's SQLite datastore with a plain list of idle connections instead of its pool's locks.
 
@@ -131,8 +144,9 @@ class LeanDatastore(sqlite.SQLiteDatastore):
     @contextmanager
     def transaction(self, *, commit: bool) -> Iterator[sqlite.SQLiteCursor]:
         """The library's transaction (`SQLiteTransaction`: BEGIN, then COMMIT or ROLLBACK, sqlite3's errors raised
-        as eventsourcing's), in one generator instead of three nested ones."""
-        with self.get_connection(commit=commit) as conn, sqlite.SQLiteTransaction(conn, commit=commit) as curs, curs:
+        as eventsourcing's), in one generator instead of three nested ones; a write transaction begun IMMEDIATE."""
+        kind = WriteTransaction if commit else sqlite.SQLiteTransaction
+        with self.get_connection(commit=commit) as conn, kind(conn, commit=commit) as curs, curs:
             yield curs
 
     @contextmanager

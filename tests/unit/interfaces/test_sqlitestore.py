@@ -395,3 +395,38 @@ def test_bench_loads_bulk_mode_reaches_the_idle_connections_and_every_later_one(
                 assert conn.sqlite.execute("PRAGMA cache_size").fetchone()[0] == -BULK_CACHE_KIB
     finally:
         datastore.close()
+
+
+def test_a_write_transaction_that_reads_first_waits_for_another_processs_writer_instead_of_failing(tmp_path):
+    """Two datastores on one file, as two processes have (the CLI beside `up`'s projection worker): a write
+    transaction that reads before it writes, while the other commits a write, waits for the lock and succeeds.
+    Begun deferred, its read would pin a snapshot and its write fail at once with "database is locked"
+    (SQLITE_BUSY_SNAPSHOT: no busy timeout applies), which the CLI reported as a database it cannot reach."""
+    mine = lean_datastore(tmp_path)
+    other = LeanDatastore(mine.pool.db_name, synchronous="FULL", lock_timeout=30)
+    read, written = threading.Event(), threading.Event()
+    failures: list[str] = []
+
+    def write_meanwhile() -> None:
+        read.wait(5)
+        try:
+            with other.transaction(commit=True) as cursor:
+                cursor.execute("UPDATE counters SET n = n + 1 WHERE name = 'a'")
+        except Exception as error:  # collected: an assertion in a thread would not fail the test
+            failures.append(repr(error))
+        written.set()
+
+    thread = threading.Thread(target=write_meanwhile)
+    thread.start()
+    with mine.transaction(commit=True) as cursor:
+        cursor.execute("SELECT n FROM counters WHERE name = 'a'")
+        (n,) = cursor.fetchone()
+        read.set()
+        written.wait(0.5)  # the other writer commits now, or waits for this transaction's lock
+        cursor.execute("UPDATE counters SET n = ? WHERE name = 'a'", (n + 10,))
+    thread.join(10)
+    assert failures == []
+    with mine.transaction(commit=False) as cursor:
+        cursor.execute("SELECT n FROM counters WHERE name = 'a'")
+        assert cursor.fetchone()[0] == 11  # both writes, one after the other: none lost
+    other.close()
