@@ -14,7 +14,7 @@ from solders.keypair import Keypair
 from interfaces.sandbox.demo_backend import demo_backend
 from interfaces.sandbox.localnet import QuietHandler, ThreadingServer
 from tests.e2e.production import ProductionStack, fund, production_stack
-from tests.e2e.test_proxy_access_stack import PRICE, entered, granted_once_applied, reason, sdk_get, signed_in
+from tests.e2e.test_proxy_access_stack import PRICE, entered, granted_once_applied, raced, reason, sdk_get, signed_in
 from tests.faults import free_port, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
@@ -45,18 +45,7 @@ def test_a_once_paid_route_on_two_proxy_workers_grants_a_racing_nonce_once(produ
         granted_once_applied(url, payer)
         assert reason(entered(url, signed_in(url, Keypair()))).startswith("siwx_not_paid")
         for _ in range(3):
-            header, answers, start = signed_in(url, payer), [], threading.Barrier(8)
-
-            def send(header: str = header, answers: list[int] = answers, start: threading.Barrier = start) -> None:
-                start.wait()
-                answers.append(entered(url, header).status_code)
-
-            threads = [threading.Thread(target=send) for _ in range(8)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            assert sorted(answers) == [200] + [402] * 7
+            assert raced(url, signed_in(url, payer), 8) == [200] + [402] * 7
         assert production.net.sandbox.token_balance(str(pay_to.pubkey()), _mint()) == PRICE  # one transfer
     finally:
         backend.shutdown()

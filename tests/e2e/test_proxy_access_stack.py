@@ -7,7 +7,6 @@ The stack's projection worker builds the paid-access read model; the proxy's gun
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import subprocess
@@ -15,7 +14,6 @@ import threading
 import time
 from typing import Any
 
-import httpx
 import pytest
 import requests
 from solana.rpc.api import Client
@@ -23,6 +21,7 @@ from solders.keypair import Keypair
 
 from tests.e2e.test_stack import payer_keypair, usdc_balance
 from tests.faults import wait_until
+from tests.integration.test_proxy_access import decoded, sdk_get, signer_of
 
 PRICE = 10_000
 
@@ -36,42 +35,16 @@ def cli(fresh_venv: Any, stack: Any, *argv: str) -> Any:
     return json.loads(done.stdout)
 
 
-def signer(keypair: Keypair) -> Any:
-    from x402.mechanisms.svm.signers import KeypairSigner
-
-    return KeypairSigner(keypair)
-
-
-def sdk_get(url: str, rpc_url: str, keypair: Keypair) -> httpx.Response:
-    """GET with the official async x402 client, its Solana `exact` scheme and its SIWX client extension."""
-    from x402 import x402Client
-    from x402.extensions.sign_in_with_x import CreateSIWxClientExtensionOptions, create_siwx_client_extension
-    from x402.http.clients import x402HttpxClient
-    from x402.mechanisms.svm.exact import ExactSvmScheme
-
-    async def run() -> httpx.Response:
-        client = x402Client()
-        client.register("solana:*", ExactSvmScheme(signer(keypair), rpc_url=rpc_url))
-        client.register_extension(create_siwx_client_extension(
-            CreateSIWxClientExtensionOptions(signers=[signer(keypair)])))
-        async with x402HttpxClient(client, timeout=60) as http:
-            response = await http.get(url)
-            await response.aread()
-            return response
-
-    return asyncio.run(run())
-
-
 def signed_in(url: str, keypair: Keypair, **forged: str) -> str:
     """A SIGN-IN-WITH-X header for `url`'s fresh challenge, signed with the SDK (`forged`: fields changed first)."""
     from x402.extensions.sign_in_with_x import create_siwx_payload, encode_siwx_header
 
     unpaid = requests.get(url, timeout=30)
     assert unpaid.status_code == 402
-    declared = json.loads(base64.b64decode(unpaid.headers["PAYMENT-REQUIRED"]))["extensions"]["sign-in-with-x"]
+    declared = decoded(unpaid.headers["PAYMENT-REQUIRED"])["extensions"]["sign-in-with-x"]
     chain = declared["supportedChains"][0]
     info = {**declared["info"], **forged, "chainId": chain["chainId"], "type": chain["type"]}
-    return encode_siwx_header(asyncio.run(create_siwx_payload(info, signer(keypair), forged.get("uri", url))))
+    return encode_siwx_header(asyncio.run(create_siwx_payload(info, signer_of(keypair), forged.get("uri", url))))
 
 
 def entered(url: str, header: str) -> requests.Response:
@@ -80,7 +53,24 @@ def entered(url: str, header: str) -> requests.Response:
 
 def reason(response: requests.Response) -> str:
     assert response.status_code == 402, response.text
-    return str(json.loads(base64.b64decode(response.headers["PAYMENT-REQUIRED"]))["error"])
+    return str(decoded(response.headers["PAYMENT-REQUIRED"])["error"])
+
+
+def raced(url: str, header: str, clients: int) -> list[int]:
+    """The statuses, sorted, of `clients` requests sending one SIGN-IN-WITH-X header at the same moment."""
+    answers: list[int] = []
+    start = threading.Barrier(clients)
+
+    def send() -> None:
+        start.wait()
+        answers.append(entered(url, header).status_code)
+
+    threads = [threading.Thread(target=send) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(answers)
 
 
 def granted_once_applied(url: str, keypair: Keypair) -> str:
@@ -126,7 +116,7 @@ def test_a_wallet_pays_once_and_comes_back_and_every_other_sign_in_is_asked_to_p
 
     paid = sdk_get(url, stack["rpc_url"], payer)
     assert paid.status_code == 200 and paid.json()["forecast"] == "sunny"
-    assert json.loads(base64.b64decode(paid.headers["PAYMENT-RESPONSE"]))["success"] is True
+    assert decoded(paid.headers["PAYMENT-RESPONSE"])["success"] is True
     header = granted_once_applied(url, payer)
     back = sdk_get(url, stack["rpc_url"], payer)  # the SDK client signs in by itself
     assert back.status_code == 200 and back.json()["forecast"] == "sunny" and "PAYMENT-RESPONSE" not in back.headers
@@ -149,18 +139,7 @@ def test_two_requests_racing_one_nonce_through_the_proxy_workers_are_granted_onc
     payer = payer_keypair(stack)
     granted_once_applied(url, payer)  # paid by the test before, or by this one's retry of the grant
     for _ in range(3):
-        header, answers, start = signed_in(url, payer), [], threading.Barrier(4)
-
-        def send(header: str = header, answers: list[int] = answers, start: threading.Barrier = start) -> None:
-            start.wait()
-            answers.append(entered(url, header).status_code)
-
-        threads = [threading.Thread(target=send) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert sorted(answers) == [200, 402, 402, 402]
+        assert raced(url, signed_in(url, payer), 4) == [200, 402, 402, 402]
 
 
 def test_a_day_pass_asks_again_after_its_period(stack, routes):

@@ -49,7 +49,7 @@ def signer_of(keypair: Keypair) -> Any:
     return KeypairSigner(keypair)
 
 
-def sdk_get(stack: Any, url: str, keypair: Keypair) -> httpx.Response:
+def sdk_get(url: str, rpc_url: str, keypair: Keypair) -> httpx.Response:
     """GET with the official async x402 client: its Solana `exact` scheme and its SIWX client extension."""
     from x402 import x402Client
     from x402.extensions.sign_in_with_x import CreateSIWxClientExtensionOptions, create_siwx_client_extension
@@ -58,7 +58,7 @@ def sdk_get(stack: Any, url: str, keypair: Keypair) -> httpx.Response:
 
     async def run() -> httpx.Response:
         client = x402Client()
-        client.register("solana:*", ExactSvmScheme(signer_of(keypair), rpc_url=stack.rpc_url))
+        client.register("solana:*", ExactSvmScheme(signer_of(keypair), rpc_url=rpc_url))
         client.register_extension(create_siwx_client_extension(
             CreateSIWxClientExtensionOptions(signers=[signer_of(keypair)])))
         async with x402HttpxClient(client, timeout=60) as http:
@@ -121,14 +121,14 @@ def test_pay_once_then_come_back_signed_in_and_every_refusal_is_a_402_with_its_r
     before = merchant_balance(stack)
 
     # The SDK client signs in first (refused: never paid), then pays: one transfer.
-    paid = sdk_get(stack, stack.url("/articles/one"), payer)
+    paid = sdk_get(stack.url("/articles/one"), stack.rpc_url, payer)
     assert paid.status_code == 200 and decoded(paid.headers["PAYMENT-RESPONSE"])["success"] is True
     assert merchant_balance(stack) == before + PRICE
     catch_up_all(container, ["paid_access"])  # what the projection worker does
 
     # Back again: the SDK client signs in and gets the resource without paying.
     seen = len(stack.backend.received)
-    again = sdk_get(stack, stack.url("/articles/one"), payer)
+    again = sdk_get(stack.url("/articles/one"), stack.rpc_url, payer)
     assert again.status_code == 200 and "PAYMENT-RESPONSE" not in again.headers
     assert merchant_balance(stack) == before + PRICE  # one transfer in all
     [forwarded] = stack.seen(seen)
@@ -166,7 +166,7 @@ def test_a_day_pass_asks_again_after_its_period(stack_on):
     stack.route("/daily/*", access="once-paid", access_seconds=3)
     payer = stack.gateway.payer
     before = merchant_balance(stack)
-    assert sdk_get(stack, stack.url("/daily/news"), payer).status_code == 200
+    assert sdk_get(stack.url("/daily/news"), stack.rpc_url, payer).status_code == 200
     paid_at = time.monotonic()
     catch_up_all(stack.gateway.container, ["paid_access"])
     header = sign_in(stack, "/daily/news", payer)
@@ -175,7 +175,7 @@ def test_a_day_pass_asks_again_after_its_period(stack_on):
     late = sign_in(stack, "/daily/news", payer)
     assert refused_with(requests.get(stack.url("/daily/news"), headers={"SIGN-IN-WITH-X": late},
                                      timeout=30)).startswith("siwx_access_expired")
-    assert sdk_get(stack, stack.url("/daily/news"), payer).status_code == 200  # the SDK client pays again
+    assert sdk_get(stack.url("/daily/news"), stack.rpc_url, payer).status_code == 200  # the SDK client pays again
     assert merchant_balance(stack) == before + 2 * PRICE
 
 
@@ -185,7 +185,7 @@ def test_two_workers_racing_one_nonce_let_it_in_once(stack_on):
     stack = stack_on
     stack.route("/articles/*", access="once-paid")
     payer = stack.gateway.payer
-    assert sdk_get(stack, stack.url("/articles/one"), payer).status_code == 200
+    assert sdk_get(stack.url("/articles/one"), stack.rpc_url, payer).status_code == 200
     catch_up_all(stack.gateway.container, ["paid_access"])
     host = stack.backend.server.server_address[0]
     second = build(Config(data_dir=stack.gateway.container.config.data_dir, **stack.store),
@@ -276,7 +276,7 @@ def test_the_paid_access_read_model_is_rebuilt_and_compared_by_audit_rebuild_che
     for name, value in stack.store.items():
         monkeypatch.setenv(f"PAYWARDEN_{name.upper()}", value)
     stack.route("/articles/*", access="once-paid")
-    assert sdk_get(stack, stack.url("/articles/one"), stack.gateway.payer).status_code == 200
+    assert sdk_get(stack.url("/articles/one"), stack.rpc_url, stack.gateway.payer).status_code == 200
     catch_up_all(stack.gateway.container, ["paid_access"])
     view = stack.gateway.container.paid_access
     [row] = view.rows("SELECT payer, service_id, route_id FROM paid_access_payments WHERE route_id IS NOT NULL")
