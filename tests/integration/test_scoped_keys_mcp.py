@@ -171,17 +171,27 @@ def test_the_merchants_own_paid_mcp_server_settles_with_a_key_scoped_to_its_serv
     assert gateway.sandbox.token_balance(pay_to, DEVNET.usdc_mint) == before + PRICE
 
 
-@STORES
-def test_supported_answers_a_scoped_key_the_kinds_of_its_mcp_services_priced_tools(gateway):
+def with_an_empty_mcp_service(gateway: Any) -> tuple[Any, Any, dict[str, str], dict[str, str]]:
+    """The weather mcp service, one with no priced tool, and a key scoped to each."""
     service = mcp_service(gateway)
     empty = gateway.container.proxies.create_service("acme", "No tools", "localhost", port=8082, kind="mcp")
     _, weather_key = scoped_key(gateway, str(service.id))
     _, empty_key = scoped_key(gateway, str(empty.id))
+    return service, empty, weather_key, empty_key
 
-    def kinds(headers: dict[str, str], **params: str) -> list[tuple[str, dict[str, Any]]]:
-        answer = gateway.client.simulate_get("/supported", params=params, headers=headers)
-        assert answer.status_code == 200, answer.json
-        return [(k["network"], k["extra"]) for k in answer.json["kinds"]]
+
+def supported(gateway: Any, headers: dict[str, str], **params: str) -> dict[str, Any]:
+    answer = gateway.client.simulate_get("/supported", params=params, headers=headers)
+    assert answer.status_code == 200, answer.json
+    return answer.json
+
+
+@STORES
+def test_supported_answers_a_scoped_key_the_kinds_of_its_mcp_services_priced_tools(gateway):
+    service, empty, weather_key, empty_key = with_an_empty_mcp_service(gateway)
+
+    def kinds(headers: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+        return [(k["network"], k["extra"]) for k in supported(gateway, headers)["kinds"]]
 
     fee_payer = {"feePayer": gateway.fee_payer}
     assert kinds(weather_key) == [(DEVNET.caip2, fee_payer)]
@@ -194,16 +204,12 @@ def test_supported_answers_a_scoped_key_the_kinds_of_its_mcp_services_priced_too
 @STORES
 def test_supported_for_an_mcp_service_answers_the_kinds_of_its_priced_tools(gateway):
     """`GET /supported?service=<slug>` of an mcp service: its priced tools' kinds, as an HTTP service's routes'."""
-    service = mcp_service(gateway)
-    empty = gateway.container.proxies.create_service("acme", "No tools", "localhost", port=8082, kind="mcp")
-    _, weather_key = scoped_key(gateway, str(service.id))
-    _, empty_key = scoped_key(gateway, str(empty.id))
+    service, empty, weather_key, empty_key = with_an_empty_mcp_service(gateway)
 
     def kinds(headers: dict[str, str], **params: str) -> list[tuple[str, dict[str, Any]]]:
-        answer = gateway.client.simulate_get("/supported", params=params, headers=headers)
-        assert answer.status_code == 200, answer.json
-        assert answer.json["signers"] == {"solana:*": [gateway.fee_payer]}
-        return [(k["x402Version"], k["scheme"], k["network"], k["extra"]) for k in answer.json["kinds"]]
+        answer = supported(gateway, headers, **params)
+        assert answer["signers"] == {"solana:*": [gateway.fee_payer]}
+        return [(k["x402Version"], k["scheme"], k["network"], k["extra"]) for k in answer["kinds"]]
 
     expected = [(2, "exact", DEVNET.caip2, {"feePayer": gateway.fee_payer})]
     for headers in (gateway.headers, weather_key):  # the merchant's key, and the key scoped to the service
