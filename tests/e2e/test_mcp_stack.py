@@ -172,10 +172,9 @@ def test_a_tool_error_is_not_charged(stack, gateway):
     assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before
 
 
-def test_a_merchants_own_paid_mcp_server_settles_with_paywarden_as_its_facilitator(stack):
-    """No proxy: the merchant runs x402's MCP payment wrapper itself, with Paywarden's facilitator API; its tool is
-    listed in the catalog from the payment."""
-    own = OwnPaidServer(stack["base_url"], stack["api_key"], stack["network"], stack["pay_to"], PRICE)
+def quote_paid(stack: Any, own: OwnPaidServer) -> Any:
+    """An agent pays the merchant's own server's `premium_quote` through x402's MCP client: the quote, a successful
+    payment response, and the price in the merchant's wallet."""
     rpc = Client(stack["rpc_url"])
     before = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
 
@@ -185,8 +184,17 @@ def test_a_merchants_own_paid_mcp_server_settles_with_paywarden_as_its_facilitat
     with serving(own.app, own.port):
         paid = run(in_session(own.url, story))
     assert paid.is_error is False and paid.content[0]["text"] == "ACME: 42.00", paid.content
-    assert paid.payment_response.success is True and paid.payment_response.transaction
+    assert paid.payment_response.success is True
     assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
+    return paid
+
+
+def test_a_merchants_own_paid_mcp_server_settles_with_paywarden_as_its_facilitator(stack):
+    """No proxy: the merchant runs x402's MCP payment wrapper itself, with Paywarden's facilitator API; its tool is
+    listed in the catalog from the payment."""
+    own = OwnPaidServer(stack["base_url"], stack["api_key"], stack["network"], stack["pay_to"], PRICE)
+    paid = quote_paid(stack, own)
+    assert paid.payment_response.transaction
     # its Bazaar MCP extension is listed as the gateway's tools are
     [listed] = listed_tools(stack, "premium quote", own.url, first_limit=61)
     assert (listed.type, listed.resource) == ("mcp", own.url)
@@ -208,14 +216,4 @@ def test_the_merchants_own_paid_mcp_server_settles_with_a_key_scoped_to_its_mcp_
     assert created.returncode == 0, created.stderr
     scoped_key = created.stdout.strip().splitlines()[-1]
     own = OwnPaidServer(stack["base_url"], scoped_key, stack["network"], stack["pay_to"], PRICE, port=port)
-    rpc = Client(stack["rpc_url"])
-    before = usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"])
-
-    async def story(session: Any) -> Any:
-        return await paying_client(stack, session).call_tool("premium_quote", {"symbol": "ACME"})
-
-    with serving(own.app, own.port):
-        paid = run(in_session(own.url, story))
-    assert paid.is_error is False and paid.content[0]["text"] == "ACME: 42.00", paid.content
-    assert paid.payment_response.success is True
-    assert usdc_balance(rpc, stack["pay_to"], stack["usdc_mint"]) == before + PRICE
+    quote_paid(stack, own)
