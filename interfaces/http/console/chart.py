@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from domain.money import usdc
+from domain.money import UNIT, usdc
 from projections.payment_volume import DAY, HOUR, Bucket, VolumeReader
 
 PALETTE = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626")
@@ -105,7 +105,8 @@ def layout(span: str, keys: list[str], rows: list[Bucket]) -> Chart:
         for service in colour:
             settled, payments = cells.get((column.bucket, service), (0, 0))
             column.settled, column.payments = column.settled + settled, column.payments + payments
-    money_max, count_max = _nice(max((c.settled for c in columns), default=0)), \
+    # Nothing settled: the axis reads 0 to 1 USDC (topped at one atomic unit, its middle tick rounded to 0 twice).
+    money_max, count_max = _nice(max((c.settled for c in columns), default=0) or UNIT), \
         _nice(max((c.payments for c in columns), default=0))
     for column in columns:
         money_y, count_y = float(MONEY_TOP + MONEY_HEIGHT), float(MONEY_TOP + MONEY_HEIGHT + GAP + COUNT_HEIGHT)

@@ -21,6 +21,11 @@ def test_a_day_stacks_its_services_and_the_axis_tops_at_a_round_figure_above_the
     assert last.title == "2026-11-26: 0.042 USDC, 4 payments"
 
 
+def test_a_chart_with_nothing_settled_reads_zero_to_one_usdc():
+    chart = layout("day", DAYS, [])
+    assert [label for _, label in chart.money_ticks] == ["0", "0.5", "1"]  # not 0, 0 and 0.000001
+
+
 def test_services_past_the_palette_are_drawn_together_as_other_services():
     rows = [Bucket("2026-11-26", f"s{n}", 1000 * (n + 1), 1) for n in range(len(PALETTE) + 2)]
     chart = layout("day", DAYS, rows)
