@@ -1,4 +1,4 @@
-"""What a gunicorn worker closes as it exits. Its composition root (interfaces/http/facilitator/wsgi.py) registers
+"""What a gunicorn worker closes as it exits. Each app's composition root (interfaces/http/*/wsgi.py) registers
 each thing it started with `on_worker_exit`; gunicorn's `worker_exit` hook (gunicorn_conf.py) runs `close_worker`,
 newest first, while the worker's event loop still runs (not in the interpreter's finalizers)."""
 
